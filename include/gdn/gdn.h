@@ -211,7 +211,8 @@ GDN_API int gdn_backend_available(gdn_backend backend);
 GDN_API int gdn_cuda_device_count(void);
 /* One line describing device `index` (name, SMs, memory), into buf. */
 GDN_API gdn_status gdn_cuda_device_info(int index, char* buf, size_t buf_bytes);
-/* The SIMD target the cpu backend dispatched to ("AVX3", "AVX2", "NEON", "EMU128"...). */
+/* The SIMD target the cpu backend dispatched to: "avx512", "avx2", "sse2", "neon" or "scalar".
+ * The environment variable GDN_CPU_TARGET (same names) forces a lower one, read once. */
 GDN_API const char* gdn_cpu_simd_target(void);
 
 #ifdef __cplusplus

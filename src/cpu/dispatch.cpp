@@ -1,0 +1,57 @@
+// Runtime dispatch: the kernel compiled for the best instruction set this CPU has.
+#include "cpu/dispatch.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/backend.h"
+
+namespace gdn::cpu {
+namespace {
+
+struct Candidate {
+  Target target;
+  bool supported;
+};
+
+Target choose() {
+  // best first; the last one runs everywhere
+  const Candidate candidates[] = {
+#if defined(__x86_64__) || defined(_M_X64)
+      {{"avx512", avx512::run},
+       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")},
+      {{"avx2", avx2::run},
+       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c")},
+      {{"sse2", baseline::run}, true},
+#elif defined(__aarch64__)
+      {{"neon", baseline::run}, true},
+#else
+      {{"scalar", baseline::run}, true},
+#endif
+  };
+  if (const char* wanted = std::getenv("GDN_CPU_TARGET")) {
+    for (const Candidate& c : candidates)
+      if (c.supported && std::strcmp(c.target.name, wanted) == 0) return c.target;
+  }
+  for (const Candidate& c : candidates)
+    if (c.supported) return c.target;
+  return candidates[sizeof candidates / sizeof candidates[0] - 1].target;
+}
+
+}  // namespace
+
+const Target& selected_target() {
+  static const Target target = choose();
+  return target;
+}
+
+}  // namespace gdn::cpu
+
+namespace gdn {
+
+const char* cpu_simd_target() { return cpu::selected_target().name; }
+
+}  // namespace gdn

@@ -1,0 +1,273 @@
+// The cpu backend's kernel: every token of one (sequence, value head) for a block of value
+// indices, in f32. Plain loops that the compiler vectorises for the target this file is
+// compiled for: kernel_<target>.cpp defines GDN_CPU_TARGET (the namespace) and includes it
+// once, with that target's flags (src/cpu/CMakeLists.txt; -fassociative-math lets sums
+// vectorise, so the order of additions differs between targets). Hence no include guard.
+//
+// SPEC.md's step, per token, on the V x K state S (f32):
+//   S = alpha S;  delta = beta (v - S k);  S = S + delta k^T;  o = scale S q
+// Row v of S evolves on its own (delta_v needs only row v), so a block of rows is loaded once
+// into f32 scratch, carried through all the tokens while it stays in cache, and stored once.
+//
+// vk layout (rows of S stored, K contiguous): one pass over each row s = S[v, :] per token,
+//   a_k = s . k,  a_q = s . q                  products with the undecayed row
+//   delta_v = beta (v_v - alpha a_k)           alpha a_k = (alpha s) . k
+//   o_v = scale (alpha a_q + delta_v (k . q))  = scale (s_new . q)
+//   s = alpha s + delta_v k                    = s_new
+// kv layout (S^T stored, V contiguous): S k and S q are sums of the K rows of S^T weighted by
+// k_i and q_i, accumulated strip by strip of kStrip columns in registers; then delta and o
+// for the strip; then the update pass S^T[i, :] = alpha S^T[i, :] + k_i delta^T.
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu/kernel.h"
+
+#ifndef GDN_CPU_TARGET
+#error "kernel_impl.h: define GDN_CPU_TARGET (the target's namespace) first"
+#endif
+
+namespace gdn::cpu::GDN_CPU_TARGET {
+namespace {
+
+int64_t pad(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+// ---- elements: this target's own conversions (round to nearest even; see kernel.h for why
+// nothing here is shared with the other targets or with core/dtype.h)
+float from_bf16(uint16_t h) { return __builtin_bit_cast(float, uint32_t(h) << 16); }
+uint16_t to_bf16(float f) {
+  const uint32_t u = __builtin_bit_cast(uint32_t, f);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return uint16_t((nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_f16(uint16_t h) { return float(__builtin_bit_cast(_Float16, h)); }
+uint16_t to_f16(float f) { return __builtin_bit_cast(uint16_t, _Float16(f)); }
+
+int64_t element_size(gdn_dtype t) { return t == GDN_DTYPE_F32 ? 4 : 2; }
+const void* element(const void* base, gdn_dtype t, int64_t i) {
+  return static_cast<const char*>(base) + i * element_size(t);
+}
+void* element(void* base, gdn_dtype t, int64_t i) {
+  return static_cast<char*>(base) + i * element_size(t);
+}
+
+// dst[0, n) = src[0, n) as f32
+void load(float* __restrict dst, const void* src, gdn_dtype t, int64_t n) {
+  if (t == GDN_DTYPE_BF16) {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = from_bf16(s[i]);
+  } else if (t == GDN_DTYPE_F16) {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = from_f16(s[i]);
+  } else {
+    memcpy(dst, src, size_t(n) * sizeof(float));
+  }
+}
+
+// dst[0, n) = src[0, n) rounded to dtype t
+void store(void* dst, gdn_dtype t, const float* __restrict src, int64_t n) {
+  if (t == GDN_DTYPE_BF16) {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = to_bf16(src[i]);
+  } else if (t == GDN_DTYPE_F16) {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = to_f16(src[i]);
+  } else {
+    memcpy(dst, src, size_t(n) * sizeof(float));
+  }
+}
+
+float load_one(const void* src, gdn_dtype t) {
+  float x;
+  load(&x, src, t, 1);
+  return x;
+}
+
+float dot(const float* __restrict x, const float* __restrict y, int64_t n) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+// x <- x * rsqrt(sum(x^2) + 1e-6)
+void l2_normalise(float* __restrict x, int64_t n) {
+  const float r = 1.0f / sqrtf(dot(x, x, n) + 1e-6f);
+  for (int64_t i = 0; i < n; ++i) x[i] *= r;
+}
+
+// alpha = decay(g) of token t
+float decay(const Params& p, const Task& task, int64_t t) {
+  switch (p.gate) {
+    case GDN_GATE_DECAY_RATE:  // alpha = exp(-g)
+      return expf(-load_one(element(task.g, p.g_dtype, t * task.g_tok), p.g_dtype));
+    case GDN_GATE_RAW: {  // alpha = exp(-exp(A_log) softplus(a + dt_bias))
+      const float x =
+          load_one(element(task.a, p.a_dtype, t * task.a_tok), p.a_dtype) + task.dt_bias;
+      const float softplus = x > 20.0f ? x : log1pf(expf(x));
+      return expf(-expf(task.A_log) * softplus);
+    }
+    default:  // log_decay: alpha = exp(g)
+      return expf(load_one(element(task.g, p.g_dtype, t * task.g_tok), p.g_dtype));
+  }
+}
+
+// Tokens t0 .. t0 + n in f32: q, k [n, K] (normalised when asked), k . q, the block's v [n, vb],
+// and the gates alpha, beta [n].
+void prepare(const Params& p, const Task& task, int64_t t0, int64_t n, int64_t v0, int64_t vb,
+             Scratch& w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = t0 + i;
+    load(w.q[i], element(task.q, p.x_dtype, t * task.q_tok), p.x_dtype, p.K);
+    load(w.k[i], element(task.k, p.x_dtype, t * task.k_tok), p.x_dtype, p.K);
+    if (p.l2norm) {
+      l2_normalise(w.q[i], p.K);
+      l2_normalise(w.k[i], p.K);
+    }
+    w.kq[i] = dot(w.k[i], w.q[i], p.K);
+    load(w.v[i], element(task.v, p.x_dtype, t * task.v_tok + v0), p.x_dtype, vb);
+    w.alpha[i] = decay(p, task, t);
+    const float b = load_one(element(task.beta, p.beta_dtype, t * task.beta_tok), p.beta_dtype);
+    w.beta[i] = p.beta_mode == GDN_BETA_LOGIT ? 1.0f / (1.0f + expf(-b)) : b;
+  }
+}
+
+// Where the state after token t goes, or null (pooled snapshot with index -1, or none).
+void* snapshot_of(const Task& task, gdn_dtype dtype, int64_t t) {
+  if (task.snap == nullptr) return nullptr;
+  if (task.snap_index == nullptr) return element(task.snap, dtype, t * task.snap_tok);
+  const int32_t slot = task.snap_index[t * task.snap_index_tok];
+  return slot < 0 ? nullptr : element(task.snap, dtype, slot * task.snap_tok);
+}
+
+// ---- the vk layout: the block is rows v0.. of S, S_b[r, 0:ld] = S[v0 + r, :] (zero beyond K)
+
+// One token on kRows rows of S_b from s: s [kRows, ld], q, k [ld], v, o [kRows]. Several rows
+// at once share the loads of k and q, and keep 2 kRows independent sums in flight.
+template <int kRows>
+void rows_vk(float* __restrict s, int64_t ld, const float* __restrict q, const float* __restrict k,
+             const float* __restrict v, float alpha, float beta, float kq, float scale,
+             float* __restrict o) {
+  float a_k[kRows] = {}, a_q[kRows] = {};
+  for (int64_t i = 0; i < ld; ++i) {
+    for (int j = 0; j < kRows; ++j) {
+      a_k[j] += s[j * ld + i] * k[i];
+      a_q[j] += s[j * ld + i] * q[i];
+    }
+  }
+  float delta[kRows];
+  for (int j = 0; j < kRows; ++j) {
+    delta[j] = beta * (v[j] - alpha * a_k[j]);
+    o[j] = scale * (alpha * a_q[j] + delta[j] * kq);
+  }
+  for (int64_t i = 0; i < ld; ++i)
+    for (int j = 0; j < kRows; ++j) s[j * ld + i] = alpha * s[j * ld + i] + delta[j] * k[i];
+}
+
+// One token on S_b [vb, ld]: q, k [ld], v, o [vb]. (Not inlined: inside run() the register
+// allocator spills the sums of these loops to the stack; on their own they stay in registers.)
+[[gnu::noinline]] void step_vk(float* __restrict S, int64_t vb, int64_t ld,
+                               const float* __restrict q, const float* __restrict k,
+                               const float* __restrict v, float alpha, float beta, float kq,
+                               float scale, float* __restrict o) {
+  constexpr int kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= vb; r += kRows)
+    rows_vk<kRows>(S + r * ld, ld, q, k, v + r, alpha, beta, kq, scale, o + r);
+  for (; r < vb; ++r) rows_vk<1>(S + r * ld, ld, q, k, v + r, alpha, beta, kq, scale, o + r);
+}
+
+// ---- the kv layout: the block is columns v0.. of S^T, S_b[i, 0:ld] = S^T[i, v0 + c] (zero
+// beyond vb), ld a multiple of kStrip
+
+// One token on S_b [K, ld]: q, k [K], v, o [ld] (not inlined, as step_vk).
+[[gnu::noinline]] void step_kv(float* __restrict S, int64_t K, int64_t ld,
+                               const float* __restrict q, const float* __restrict k,
+                               const float* __restrict v, float alpha, float beta, float kq,
+                               float scale, float* __restrict o) {
+  for (int64_t c0 = 0; c0 < ld; c0 += kStrip) {
+    float a_k[kStrip] = {}, a_q[kStrip] = {};  // (S k), (S q) of the strip's value indices
+    for (int64_t i = 0; i < K; ++i) {
+      const float* __restrict s = S + i * ld + c0;
+      for (int64_t c = 0; c < kStrip; ++c) {
+        a_k[c] += k[i] * s[c];
+        a_q[c] += q[i] * s[c];
+      }
+    }
+    float delta[kStrip];
+    for (int64_t c = 0; c < kStrip; ++c) {
+      delta[c] = beta * (v[c0 + c] - alpha * a_k[c]);
+      o[c0 + c] = scale * (alpha * a_q[c] + delta[c] * kq);
+    }
+    for (int64_t i = 0; i < K; ++i) {
+      float* __restrict s = S + i * ld + c0;
+      for (int64_t c = 0; c < kStrip; ++c) s[c] = alpha * s[c] + k[i] * delta[c];
+    }
+  }
+}
+
+// The block S_b's rows r < rows (row stride ld) from / to a state tensor whose block starts at
+// row row0, column col0 (row stride `stride`, dtype t); `width` columns.
+struct BlockShape {
+  int64_t rows, width, ld, row0, col0;
+};
+
+void load_block(float* __restrict S, const BlockShape& b, const void* src, gdn_dtype t,
+                int64_t stride) {
+  for (int64_t r = 0; r < b.rows; ++r) {
+    float* s = S + r * b.ld;
+    if (src != nullptr) {
+      load(s, element(src, t, (b.row0 + r) * stride + b.col0), t, b.width);
+    } else {
+      for (int64_t c = 0; c < b.width; ++c) s[c] = 0;
+    }
+    for (int64_t c = b.width; c < b.ld; ++c) s[c] = 0;  // padding stays zero through every step
+  }
+}
+
+void store_block(void* dst, gdn_dtype t, int64_t stride, const BlockShape& b,
+                 const float* __restrict S) {
+  for (int64_t r = 0; r < b.rows; ++r)
+    store(element(dst, t, (b.row0 + r) * stride + b.col0), t, S + r * b.ld, b.width);
+}
+
+// A padding sequence: its outputs are zero; no state is read or written, snapshots included.
+void write_padding(const Params& p, const Task& task, int64_t v0, int64_t vb) {
+  alignas(64) float zeros[kMaxHeadDim] = {};
+  for (int64_t t = 0; t < task.len; ++t)
+    store(element(task.o, p.x_dtype, t * task.o_tok + v0), p.x_dtype, zeros, vb);
+}
+
+}  // namespace
+
+void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& w) {
+  const bool vk = p.layout == GDN_STATE_VK;
+  const int64_t vb = v1 - v0;
+  // S_b: vk [vb, pad(K)] rows v0.. of S; kv [K, pad(vb)] columns v0.. of S^T
+  const BlockShape b = vk ? BlockShape{vb, p.K, pad(p.K, kLanes), v0, 0}
+                          : BlockShape{p.K, vb, pad(vb, kStrip), 0, v0};
+  if (task.padded) {
+    write_padding(p, task, v0, vb);
+    return;
+  }
+  load_block(w.S, b, task.state_in, p.state_in_dtype, task.state_in_row);
+  for (int64_t i = 0; i < kChunk; ++i) {  // padding of the token vectors: zero, never written
+    for (int64_t c = p.K; c < pad(p.K, kLanes); ++c) w.q[i][c] = w.k[i][c] = 0;
+    for (int64_t c = vb; c < pad(vb, kStrip); ++c) w.v[i][c] = 0;
+  }
+  for (int64_t t0 = 0; t0 < task.len; t0 += kChunk) {
+    const int64_t n = task.len - t0 < kChunk ? task.len - t0 : kChunk;
+    prepare(p, task, t0, n, v0, vb, w);
+    for (int64_t i = 0; i < n; ++i) {
+      (vk ? step_vk : step_kv)(w.S, vk ? vb : p.K, b.ld, w.q[i], w.k[i], w.v[i], w.alpha[i],
+                               w.beta[i], w.kq[i], p.scale, w.o[i]);
+      store(element(task.o, p.x_dtype, (t0 + i) * task.o_tok + v0), p.x_dtype, w.o[i], vb);
+      if (void* snap = snapshot_of(task, p.snapshot_dtype, t0 + i))
+        store_block(snap, p.snapshot_dtype, task.snap_row, b, w.S);
+    }
+  }
+  if (task.state_out != nullptr)
+    store_block(task.state_out, p.state_out_dtype, task.state_out_row, b, w.S);
+}
+
+}  // namespace gdn::cpu::GDN_CPU_TARGET

@@ -1,0 +1,116 @@
+// The cpu backend against the f64 oracle: every built-in case within SPEC.md's tolerance, every
+// element written, nothing else touched; thread counts agree bit for bit. CTest runs this once
+// per SIMD target (GDN_CPU_TARGET, see CMakeLists.txt); a target the CPU lacks is skipped.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "harness/harness.h"
+
+namespace gdn::harness {
+
+// Test names and failure messages print a case as its case string.
+void PrintTo(const Case& c, std::ostream* os) { *os << to_string(c); }
+
+namespace {
+
+// A fresh seed per run, printed with every failure; GDN_TEST_SEED=<n> repeats a run.
+uint64_t fresh_seed() {
+  if (const char* fixed = std::getenv("GDN_TEST_SEED")) return std::strtoull(fixed, nullptr, 10);
+  return std::random_device{}() | uint64_t(std::random_device{}()) << 32;
+}
+
+// Skips the test when CTest asked for a target this CPU cannot run (dispatch fell back).
+void skip_unless_requested_target() {
+  const char* wanted = std::getenv("GDN_CPU_TARGET");
+  if (wanted != nullptr && std::strcmp(wanted, gdn_cpu_simd_target()) != 0)
+    GTEST_SKIP() << "GDN_CPU_TARGET=" << wanted << " is not available here ("
+                 << gdn_cpu_simd_target() << " instead)";
+}
+
+std::string report(const Case& c, const RunResult& r) {
+  const Tolerance t = tolerance(c, GDN_BACKEND_CPU, c.path);
+  return "case " + to_string(c) + " on " + gdn_cpu_simd_target() + ": " +
+         gdn_status_string(r.status) + " " + r.message + "; rel L2 o " +
+         std::to_string(r.errors.o) + " (<= " + std::to_string(t.o) + "), final state " +
+         std::to_string(r.errors.final_state) + ", snapshots " +
+         std::to_string(r.errors.snapshots) + " (<= " + std::to_string(t.state) + "); " +
+         r.errors.detail;
+}
+
+void expect_matches_oracle(Case c) {
+  c.seed = fresh_seed();
+  const RunResult r = run_case(c, RunOptions{});
+  ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << report(c, r);
+  EXPECT_TRUE(r.errors.pass(tolerance(c, GDN_BACKEND_CPU, c.path))) << report(c, r);
+}
+
+class BuiltinCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BuiltinCase, MatchesOracle) {
+  skip_unless_requested_target();
+  expect_matches_oracle(GetParam());
+}
+
+// Each task is computed whole by one thread, so the thread count cannot change a bit.
+TEST_P(BuiltinCase, OneAndTwoThreadsAgreeExactly) {
+  skip_unless_requested_target();
+  Case c = GetParam();
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs one = pristine, two = pristine;
+  gdn_forward_args a1 = one.args(GDN_BACKEND_CPU), a2 = two.args(GDN_BACKEND_CPU);
+  a1.num_threads = 1;
+  a2.num_threads = 2;
+  ASSERT_EQ(gdn_forward(&a1), GDN_STATUS_SUCCESS) << gdn_last_error();
+  ASSERT_EQ(gdn_forward(&a2), GDN_STATUS_SUCCESS) << gdn_last_error();
+  auto same = [](const HostTensor* x, const HostTensor* y) {  // absent (null or empty) or equal
+    if (x == nullptr || !x->present()) return y == nullptr || !y->present();
+    return std::memcmp(x->data(), y->data(), x->bytes()) == 0;
+  };
+  EXPECT_TRUE(same(&one.o, &two.o)) << to_string(c);
+  EXPECT_TRUE(same(one.final_state_out(), two.final_state_out())) << to_string(c);
+  EXPECT_TRUE(same(&one.snapshots, &two.snapshots)) << to_string(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, BuiltinCase, ::testing::ValuesIn(builtin_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = info.param.name;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
+
+// Qwen3-Next's linear-attention shape: Hk = 16, Hv = 32 (r = 2), K = V = 128, bf16 inputs.
+TEST(CpuBackend, QwenShaped) {
+  skip_unless_requested_target();
+  expect_matches_oracle(parse_case("N=2,T=64,Hk=16,Hv=32,K=128,V=128,dtype=bf16"));
+}
+
+// The dispatched target is the one asked for when the CPU has it, else the best it has.
+TEST(CpuBackend, DispatchesTheRequestedTarget) {
+  const std::string target = gdn_cpu_simd_target();
+#if defined(__x86_64__)
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  const std::string best = avx512 ? "avx512" : avx2 ? "avx2" : "sse2";
+  const char* wanted = std::getenv("GDN_CPU_TARGET");
+  const bool can = wanted != nullptr &&
+                   ((std::strcmp(wanted, "avx512") == 0 && avx512) ||
+                    (std::strcmp(wanted, "avx2") == 0 && avx2) || std::strcmp(wanted, "sse2") == 0);
+  EXPECT_EQ(target, can ? std::string(wanted) : best);
+#elif defined(__aarch64__)
+  EXPECT_EQ(target, "neon");
+#else
+  EXPECT_EQ(target, "scalar");
+#endif
+}
+
+}  // namespace
+}  // namespace gdn::harness
