@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The whole GPU check-and-measure pass, in one call of the GPU machine (its time is scarce):
+#   recurrent  scripts/device_check.sh: the cuda recurrent tests (oracle cases, invalid device
+#              indices, graph capture, two streams), decode benchmark against
+#              flash-linear-attention, compute-sanitizer memcheck and racecheck;
+#   chunked    the chunked prefill tests;
+#   tool       gdn info / check / demo / bench on the cuda backend, and the oracle against the
+#              transformers Qwen3-Next functions (scripts/oracle_vs_transformers.py);
+#   python     the package built there (pip, in the background from the start), then
+#              scripts/python_gpu_check.py, scripts/hf_layer_check.py and
+#              bench/bench_binding_overhead.py.
+# Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
+#   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
+#   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
+#       timeout_s=580)
+# What comes back ($OUT, at most 8 files): summary.txt, logs.tgz, and the results JSON files.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--pack" ]; then
+  B=${BUILD:-build}
+  rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
+  cp -L "$B"/bin/* .devbuild/bin/
+  cp -L "$B"/lib/libgdn.so .devbuild/lib/ && cp -L "$B"/lib/libgdn.so .devbuild/lib/libgdn.so.0.1
+  cp -L /usr/lib/x86_64-linux-gnu/libgomp.so.1 .devbuild/lib/
+  [ -d .devdeps/googletest ] || cp -r /usr/src/googletest .devdeps/
+  du -sh .devbuild .whl
+  exit 0
+fi
+
+PHASES=${*:-recurrent chunked tool python}
+FINAL=${OUT:-$PWD/device-out}
+WORK=/tmp/gdn-pass
+rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python} "$FINAL"
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
+export GDN_DEVICE_BUILD=.devbuild
+export LD_LIBRARY_PATH=$PWD/.devbuild/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+SUMMARY=$FINAL/summary.txt
+: > "$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+START=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - START ))s"; }
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+BIN=.devbuild/bin
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+export GDN_COMMIT=$COMMIT
+
+# the peer and its dependency, for every benchmark and check that compares with it
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+  > "$WORK/pip-peer.log" 2>&1 && note "peer: fla-core installed" || note "peer: fla-core did NOT install"
+
+# ---- python package build, in the background (CPU work beside the GPU tests)
+if has python; then
+  ( python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/gdn-py \
+      -Cbuild-dir=/tmp/gdn-py-build -Ccmake.define.GDN_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" . \
+      > "$WORK/python/build.log" 2>&1; echo $? > "$WORK/python/build.rc" ) &
+  PYBUILD=$!
+fi
+
+if has recurrent; then
+  OUT=$WORK/recurrent DEADLINE=${RECURRENT_S:-230} bash scripts/device_check.sh > "$WORK/recurrent/stdout.log" 2>&1
+  note "== recurrent ($(elapsed))"; cat "$WORK/recurrent/summary.txt" >> "$SUMMARY"
+  cp "$WORK"/recurrent/*-decode.json "$FINAL"/ 2>/dev/null
+fi
+
+if has chunked; then
+  timeout 60 "$BIN/cuda_chunked_test" --gtest_brief=1 > "$WORK/chunked/tests.log" 2>&1
+  note "== chunked tests: rc=$? $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests.log" | tr '\n' ' ') ($(elapsed))"
+  grep -E '^\[  FAILED  \]' "$WORK/chunked/tests.log" | sort -u | head -20 | tee -a "$SUMMARY"
+fi
+
+if has tool; then
+  T=$WORK/tool
+  "$BIN/gdn" info > "$T/info.log" 2>&1; note "== gdn info: rc=$?"; cat "$T/info.log" >> "$SUMMARY"
+  timeout 90 "$BIN/gdn" check --backend cuda > "$T/check.log" 2>&1
+  note "gdn check --backend cuda: rc=$? $(tail -n 1 "$T/check.log")"
+  grep FAIL "$T/check.log" | head -20 >> "$SUMMARY"
+  timeout 60 "$BIN/gdn" demo > "$T/demo.log" 2>&1; note "gdn demo: rc=$?"; cat "$T/demo.log" >> "$SUMMARY"
+  timeout 60 "$BIN/gdn" bench --backend cuda --cases decode --repeat 20 --commit "$COMMIT" \
+    --json "$T/tool-bench.json" > "$T/bench.log" 2>&1
+  note "gdn bench --backend cuda: rc=$?"; cat "$T/bench.log" >> "$SUMMARY"
+  timeout 90 python3 scripts/oracle_vs_transformers.py --gdn "$BIN/gdn" --json "$FINAL/oracle-vs-transformers.json" \
+    > "$T/oracle.log" 2>&1
+  note "oracle vs transformers: rc=$? ($(elapsed))"; cat "$T/oracle.log" >> "$SUMMARY"
+fi
+
+if has python; then
+  P=$WORK/python
+  wait "$PYBUILD"
+  note "== python build: rc=$(cat "$P/build.rc" 2>/dev/null || echo '?') ($(elapsed))"
+  tail -n 20 "$P/build.log" >> "$SUMMARY"
+  export PYTHONPATH=/tmp/gdn-py:/tmp/site
+  for s in scripts/python_gpu_check.py scripts/hf_layer_check.py bench/bench_binding_overhead.py; do
+    timeout 120 python3 "$s" > "$P/$(basename "$s" .py).log" 2>&1
+    note "$s: rc=$? ($(elapsed))"
+    tail -n 40 "$P/$(basename "$s" .py).log" >> "$SUMMARY"
+  done
+fi
+
+tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null
+note "pass done ($(elapsed))"

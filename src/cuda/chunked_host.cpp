@@ -1,0 +1,199 @@
+// The chunked prefill path's host side: selection (path chunked, or auto above the crossover),
+// its checks, and the launch. Everything here is host arithmetic on the validated Problem plus
+// cudaDeviceGetAttribute; nothing allocates or synchronises, so a call can be captured in a
+// CUDA graph.
+#include "cuda/chunked.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cinttypes>
+#include <climits>
+
+#include "core/config_table.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "cuda/chunked_launch.h"
+#include "cuda/chunked_params.h"
+#include "cuda/chunked_tile.h"
+
+namespace gdn {
+namespace {
+
+namespace ck = cuda::chunked;
+
+gdn_dtype state_dtype(const Problem& p) {
+  if (p.initial_state.data) return p.initial_state.dtype;
+  if (p.final_state.data) return p.final_state.dtype;
+  return GDN_DTYPE_F32;
+}
+
+// The configuration table's row of the cuda chunked path (the one place its dtypes and head
+// dims are listed).
+const ConfigRow* chunked_row() {
+  for (const ConfigRow& row : config_rows())
+    if (row.backend == GDN_BACKEND_CUDA && row.path == GDN_PATH_CHUNKED) return &row;
+  return nullptr;
+}
+
+bool row_takes(const ConfigRow& row, const Problem& p) {
+  return contains(row.inputs, p.input_dtype) && row.K.contains(p.K) && row.V.contains(p.V) &&
+         contains(row.states, state_dtype(p));
+}
+
+// The dynamic shared memory a block of `device` may opt into (0 if the query fails).
+int smem_optin(int device) {
+  int bytes = 0;
+  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return bytes;
+}
+
+int64_t tokens_per_sequence(const Problem& p) {
+  return p.packed ? p.T_total / (p.N > 0 ? p.N : 1) : p.T;
+}
+
+ck::TokenRef token_ref(const TokenTensor& t) {
+  ck::TokenRef r;
+  r.p = t.data;
+  r.seq = t.seq;
+  r.tok = t.tok;
+  r.head = t.head;
+  r.dtype = t.dtype;
+  return r;
+}
+
+ck::StateRef state_ref(const StateTensor& s) {
+  ck::StateRef r;
+  r.p = s.data;
+  r.slot = s.slot;
+  r.head = s.head;
+  r.row = s.row;
+  return r;
+}
+
+ck::ChunkParams make_params(const Problem& p) {
+  ck::ChunkParams c;
+  c.N = p.N;
+  c.T = p.T;
+  c.T_total = p.T_total;
+  c.Hk = int32_t(p.Hk);
+  c.Hv = int32_t(p.Hv);
+  c.ratio = int32_t(p.ratio);
+  c.q = token_ref(p.q);
+  c.k = token_ref(p.k);
+  c.v = token_ref(p.v);
+  c.o = token_ref(p.o);
+  c.g = token_ref(p.g);
+  c.beta = token_ref(p.beta);
+  c.a = token_ref(p.a);
+  c.A_log = p.A_log.data;
+  c.A_log_stride = p.A_log.stride;
+  c.A_log_dtype = p.A_log.dtype;
+  c.dt_bias = p.dt_bias.data;
+  c.dt_bias_stride = p.dt_bias.stride;
+  c.dt_bias_dtype = p.dt_bias.dtype;
+  c.h0 = state_ref(p.initial_state);
+  c.ht = state_ref(p.final_state);
+  c.state_bf16 = state_dtype(p) == GDN_DTYPE_BF16;
+  c.state_kv = p.state_layout == GDN_STATE_KV;
+  c.cu_seqlens = p.packed ? p.cu_seqlens : nullptr;
+  c.cu_seqlens_i64 = p.cu_seqlens_dtype == GDN_DTYPE_I64;
+  c.state_indices = p.state_indices;
+  c.state_indices_stride = p.state_indices_stride;
+  c.pool_slots = p.pool_slots;
+  c.error_flags = p.error_flags;
+  c.gate = p.gate;
+  c.beta_logit = p.beta_mode == GDN_BETA_LOGIT;
+  c.tiled = p.head_map == GDN_HEAD_MAP_TILED;
+  c.l2norm = p.qk_l2norm;
+  c.scale = p.scale;
+  return c;
+}
+
+// Makes `device` current for the scope, restoring the caller's device after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    status_ = cudaGetDevice(&previous_);
+    if (status_ == cudaSuccess && previous_ != device) {
+      status_ = cudaSetDevice(device);
+      switched_ = status_ == cudaSuccess;
+    }
+  }
+  ~DeviceScope() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+  cudaError_t status_ = cudaSuccess;
+};
+
+gdn_status device_error(cudaError_t e, const char* what) {
+  cudaGetLastError();
+  return fail(GDN_STATUS_DEVICE_ERROR, "cuda: %s failed: %s (%s)", what, cudaGetErrorString(e),
+              cudaGetErrorName(e));
+}
+
+}  // namespace
+
+bool cuda_chunked_selected(const Problem& p) {
+  if (p.path == GDN_PATH_CHUNKED) return true;
+  if (p.path != GDN_PATH_AUTO) return false;
+  const ConfigRow* row = chunked_row();
+  return row && row_takes(*row, p) && !p.has_snapshots &&
+         ck::auto_prefers_chunked(tokens_per_sequence(p)) &&
+         smem_optin(p.device_id) >= int(ck::kSmemBytes);
+}
+
+gdn_status cuda_chunked_can_implement(const Problem& p) {
+  if (ck::chunk_tile(int(p.K), int(p.V)).C == 0)
+    return fail(GDN_STATUS_UNSUPPORTED,
+                "K, V: %" PRId64 ", %" PRId64 " have no cuda chunked kernel (supported: 128, 128)", p.K, p.V);
+  if (p.input_dtype != GDN_DTYPE_BF16 && p.input_dtype != GDN_DTYPE_F16)
+    return fail(GDN_STATUS_UNSUPPORTED,
+                "q: dtype %s has no cuda chunked kernel (supported: bf16, f16; f32 inputs take path "
+                "recurrent or auto)", dtype_name(p.input_dtype));
+  if (p.has_snapshots)
+    return fail(GDN_STATUS_UNSUPPORTED,
+                "state_snapshots: the cuda chunked path writes no per-token states (use path "
+                "recurrent or auto)");
+  if (p.N * p.Hv > INT_MAX)
+    return fail(GDN_STATUS_UNSUPPORTED, "N: %" PRId64 " x Hv %" PRId64 " needs more CTAs than one launch has",
+                p.N, p.Hv);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+    cudaGetLastError();
+    devices = 0;
+  }
+  if (p.device_id >= 0 && p.device_id < devices) {  // otherwise the backend's own checks report it
+    const int optin = smem_optin(p.device_id);
+    if (optin < int(ck::kSmemBytes))
+      return fail(GDN_STATUS_UNSUPPORTED,
+                  "q: the cuda chunked kernel needs %zu bytes of shared memory per block, but CUDA "
+                  "device %d allows %d (use path recurrent)", ck::kSmemBytes, p.device_id, optin);
+  }
+  return GDN_STATUS_SUCCESS;
+}
+
+gdn_status cuda_chunked_workspace_size(const Problem&, size_t* bytes) {
+  *bytes = 0;
+  return GDN_STATUS_SUCCESS;
+}
+
+gdn_status cuda_chunked_forward(const Problem& p) {
+  const ck::ChunkParams c = make_params(p);
+  const DeviceScope scope(p.device_id);
+  if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
+  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  const cudaError_t e = p.input_dtype == GDN_DTYPE_F16 ? ck::launch_chunked_f16(c, stream)
+                                                       : ck::launch_chunked_bf16(c, stream);
+  if (e != cudaSuccess) return device_error(e, "launching the chunked kernel");
+  return GDN_STATUS_SUCCESS;
+}
+
+}  // namespace gdn

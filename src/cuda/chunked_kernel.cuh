@@ -1,0 +1,676 @@
+// The fused chunked (WY / UT-transform) prefill kernel, K = V = 128, C = 64, bf16 or f16
+// inputs on mma.sync tensor cores with f32 accumulation (sm_80+). One CTA of 8 warps per
+// (sequence, value head) walks the sequence chunk by chunk; the V x K f32 state never leaves
+// registers between chunks. Included by one .cu per input dtype (explicit instantiations).
+//
+// The maths (ALGORITHMS.md, SPEC.md letters; rows are tokens of one chunk, Kn / Qn the rows
+// after the optional L2 norm, rk / rq their 1 / ||.||, G the in-chunk cumulative log-decay):
+//   m    = strictly_lower(diag(beta) Kn Kn^T)                 [C, C]
+//   X    = (I + m)^-1            gate-free unit lower inverse, f32
+//   T    = Mask o (X diag(beta)),   Mask_ij = exp(G_i - G_j) (j <= i), never a quotient
+//   W    = diag(gamma) X diag(beta) Kn              gamma_i = exp(G_i)
+//   U    = T Vc
+//   D    = U - W S^T                                the chain: S is this chunk's start state
+//   O    = scale (diag(gamma) Qn S^T + (Mask o Qn Kn^T) D)
+//   S'   = gamma_C S + D^T diag(exp(G_C - G)) Kn
+// computed transposed (D^T, O^T: [V, C]) so that S and D are the A operands straight from
+// their accumulator registers. rk, rq, beta and the gates are folded into f32 scalings of
+// accumulators or of X, so no normalised key or query is ever rounded.
+//
+// Precision (docs/NOTES.md): every operand the kernel computes (S, D, T, X diag(beta rk), P)
+// enters the tensor cores as a hi + lo pair of half-precision values (about 16 significant
+// bits); only -W is rounded once. Inputs q, k, v are exact. Planned in an f64 emulation of these
+// roundings (o <= 2.0e-3, state <= 1.1e-3 with no decay, the worst regime); measured on the
+// H200 against the f64 oracle, bf16: o 1.66e-3 (o's own rounding to bf16), state 2.5e-6 to
+// 5.5e-6 on the benchmark shapes (fla: 3.3e-3 and 2.1e-3 to 2.6e-3).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/chunked_mma.cuh"
+#include "cuda/chunked_params.h"
+#include "cuda/chunked_tile.h"
+#include "gdn/gdn.h"
+
+namespace gdn::cuda::chunked {
+
+static_assert(kC == 64 && kK == 128 && kV == 128 && kWarps == 8,
+              "the kernel body below is written for C = 64, K = V = 128, 8 warps");
+static_assert(kWarps * 16 == kV, "warp w owns state rows [16 w, 16 w + 16)");
+
+// ---- scalars, sequences, gates
+
+// One element of a tensor of `dtype` (f32, bf16 or f16), as f32.
+__device__ __forceinline__ float load_scalar(const void* base, int dtype, int64_t off) {
+  if (dtype == GDN_DTYPE_F32) return __ldg(static_cast<const float*>(base) + off);
+  const unsigned short bits = __ldg(static_cast<const unsigned short*>(base) + off);
+  return dtype == GDN_DTYPE_BF16 ? __uint_as_float(uint32_t(bits) << 16)
+                                 : __half2float(__ushort_as_half(bits));
+}
+
+struct Seq {
+  int64_t bos = 0;   // first token in the batch's token axis
+  int64_t len = 0;   // tokens
+  int64_t slot = 0;  // state slot; -1: padding
+};
+
+// Resolves sequence n and checks the device-resident index entries it uses (SPEC "Errors"):
+// cu_seqlens[n], cu_seqlens[n + 1] (start 0, non-decreasing, within T_total) and
+// state_indices[n] in [-1, P). An invalid entry raises its flag; the sequence writes nothing.
+__device__ __forceinline__ bool resolve_sequence(const ChunkParams& p, int64_t n, Seq& s) {
+  uint32_t bad = 0;
+  if (p.cu_seqlens) {
+    const int64_t bos = p.cu_seqlens_i64 ? static_cast<const int64_t*>(p.cu_seqlens)[n]
+                                         : static_cast<const int32_t*>(p.cu_seqlens)[n];
+    const int64_t eos = p.cu_seqlens_i64 ? static_cast<const int64_t*>(p.cu_seqlens)[n + 1]
+                                         : static_cast<const int32_t*>(p.cu_seqlens)[n + 1];
+    if ((n == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total)
+      bad |= GDN_ERROR_FLAG_CU_SEQLENS;
+    s.bos = bos;
+    s.len = eos - bos;
+  } else {
+    s.bos = 0;
+    s.len = p.T;
+  }
+  s.slot = n;
+  if (p.state_indices) {
+    const int32_t slot = p.state_indices[n * p.state_indices_stride];
+    if (slot < -1 || slot >= p.pool_slots) bad |= GDN_ERROR_FLAG_STATE_INDICES;
+    s.slot = slot;
+  }
+  if (bad == 0) return true;
+  if (threadIdx.x == 0 && p.error_flags) atomicOr(p.error_flags, bad);
+  return false;
+}
+
+// Per value head constants of gate raw: -exp(A_log[h]) and dt_bias[h].
+struct HeadGate {
+  float neg_exp_A = 0.f, dt_bias = 0.f;
+};
+
+__device__ __forceinline__ HeadGate head_gate(const ChunkParams& p, int h) {
+  HeadGate hg;
+  if (p.gate == GDN_GATE_RAW) {
+    hg.neg_exp_A = -expf(load_scalar(p.A_log, p.A_log_dtype, h * p.A_log_stride));
+    hg.dt_bias = load_scalar(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
+  }
+  return hg;
+}
+
+// The log-decay g of one token from its gate input (SPEC "Conventions").
+__device__ __forceinline__ float log_decay(const ChunkParams& p, const HeadGate& hg, float raw) {
+  if (p.gate == GDN_GATE_RAW) {
+    const float x = raw + hg.dt_bias;  // g = -exp(A_log) softplus(a + dt_bias)
+    return hg.neg_exp_A * (x > 20.f ? x : log1pf(expf(x)));
+  }
+  return p.gate == GDN_GATE_DECAY_RATE ? -raw : raw;  // alpha = exp(-g) | exp(g)
+}
+
+__device__ __forceinline__ float write_strength(const ChunkParams& p, float raw) {
+  return p.beta_logit ? 1.f / (1.f + expf(-raw)) : raw;  // beta = sigmoid(b) | b
+}
+
+// Gate inputs (g or a, and beta) of tokens 2 lane and 2 lane + 1 of chunk c, read a chunk
+// ahead by warp 0 so that their latency hides behind the current chunk.
+struct RawGates {
+  float g[2] = {0.f, 0.f}, b[2] = {0.f, 0.f};
+};
+
+__device__ __forceinline__ RawGates load_raw_gates(const ChunkParams& p, int64_t n, const Seq& sq,
+                                                   int h, int64_t c, int lane) {
+  RawGates r;
+  const TokenRef& gate = p.gate == GDN_GATE_RAW ? p.a : p.g;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int64_t t = c * kC + 2 * lane + e;
+    if (t >= sq.len) continue;
+    const int64_t tok = sq.bos + t;
+    r.g[e] = load_scalar(gate.p, gate.dtype, n * gate.seq + tok * gate.tok + h * gate.head);
+    r.b[e] = load_scalar(p.beta.p, p.beta.dtype, n * p.beta.seq + tok * p.beta.tok + h * p.beta.head);
+  }
+  return r;
+}
+
+// Warp 0: G_t = g_1 + ... + g_t and beta_t of the chunk's `rows` live tokens; padding rows get
+// g = 0 and beta = 0, so they change nothing (their k, v, q rows are zero too).
+__device__ __forceinline__ void chunk_gates(const ChunkParams& p, Smem& s, const HeadGate& hg,
+                                            const RawGates& r, int rows, int lane) {
+  float g[2], b[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const bool live = 2 * lane + e < rows;
+    g[e] = live ? log_decay(p, hg, r.g[e]) : 0.f;
+    b[e] = live ? write_strength(p, r.b[e]) : 0.f;
+  }
+  float incl = g[0] + g[1];  // inclusive scan of token-pair sums over the warp
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const float y = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += y;
+  }
+  float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (lane == 0) excl = 0.f;
+  s.G[2 * lane] = excl + g[0];
+  s.G[2 * lane + 1] = incl;
+  s.beta[2 * lane] = b[0];
+  s.beta[2 * lane + 1] = b[1];
+}
+
+// ---- tiles in and out
+
+// cp.async of the chunk's token rows [tok0, tok0 + rows) of q, k (key head j) and v (value
+// head h) into buffer `buf`; rows past `rows` are zero-filled.
+__device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Smem& s, int buf, int64_t n,
+                                                 int64_t tok0, int rows, int j, int h, int tid) {
+  const int col = (tid & 15) * 8;  // 16 bytes of a 256-byte row
+#pragma unroll
+  for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {
+    const int r = (tid >> 4) + 16 * i;
+    const bool live = r < rows;
+    const int64_t tok = tok0 + (live ? r : 0);
+    const uint16_t* q = static_cast<const uint16_t*>(p.q.p) + n * p.q.seq + tok * p.q.tok + j * p.q.head;
+    const uint16_t* k = static_cast<const uint16_t*>(p.k.p) + n * p.k.seq + tok * p.k.tok + j * p.k.head;
+    const uint16_t* v = static_cast<const uint16_t*>(p.v.p) + n * p.v.seq + tok * p.v.tok + h * p.v.head;
+    cp_async16(&s.q[buf][r][col], q + col, live ? 16 : 0);
+    cp_async16(&s.k[buf][r][col], k + col, live ? 16 : 0);
+    cp_async16(&s.v[buf][r][col], v + col, live ? 16 : 0);
+  }
+}
+
+// o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major, as o).
+__device__ __forceinline__ void store_chunk_output(const ChunkParams& p, const uint16_t (*stage)[kLdTok],
+                                                   int64_t n, int64_t tok0, int rows, int h, int tid) {
+  const int col = (tid & 15) * 8;
+#pragma unroll
+  for (int i = 0; i < kC * kV / 8 / kThreads; ++i) {
+    const int r = (tid >> 4) + 16 * i;
+    if (r >= rows) continue;
+    uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r) * p.o.tok + h * p.o.head;
+    *reinterpret_cast<uint4*>(o + col) = *reinterpret_cast<const uint4*>(&stage[r][col]);
+  }
+}
+
+// The state rows [16 warp, +16) as accumulator tiles: S[t][0..1] = S(v, 8t + 2q + {0, 1}),
+// S[t][2..3] the same at v + 8, v = 16 warp + g. Element (v, k) of the stored state is at
+// v * row + k (vk) or k * row + v (kv), in f32 or bf16.
+__device__ __forceinline__ void load_state(const ChunkParams& p, int64_t slot, int h, float (&S)[16][4],
+                                           int warp, int g, int q) {
+  const int64_t base = slot * p.h0.slot + h * p.h0.head;
+#pragma unroll
+  for (int t = 0; t < 16; ++t)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float2 x = make_float2(0.f, 0.f);
+      const int v = 16 * warp + g + 8 * hr, k = 8 * t + 2 * q;
+      if (p.h0.p) {
+        const int64_t at = p.state_kv ? base + int64_t(k) * p.h0.row + v : base + int64_t(v) * p.h0.row + k;
+        const int64_t next = p.state_kv ? p.h0.row : 1;  // element (v, k + 1)
+        if (p.state_bf16) {
+          const uint16_t* st = static_cast<const uint16_t*>(p.h0.p);
+          x = make_float2(__uint_as_float(uint32_t(st[at]) << 16), __uint_as_float(uint32_t(st[at + next]) << 16));
+        } else {
+          const float* st = static_cast<const float*>(p.h0.p);
+          x = make_float2(st[at], st[at + next]);
+        }
+      }
+      S[t][2 * hr] = x.x;
+      S[t][2 * hr + 1] = x.y;
+    }
+}
+
+__device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, int h, const float (&S)[16][4],
+                                            int warp, int g, int q) {
+  const int64_t base = slot * p.ht.slot + h * p.ht.head;
+#pragma unroll
+  for (int t = 0; t < 16; ++t)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int v = 16 * warp + g + 8 * hr, k = 8 * t + 2 * q;
+      const int64_t at = p.state_kv ? base + int64_t(k) * p.ht.row + v : base + int64_t(v) * p.ht.row + k;
+      const int64_t next = p.state_kv ? p.ht.row : 1;
+      if (p.state_bf16) {
+        uint16_t* st = static_cast<uint16_t*>(p.ht.p);
+        st[at] = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr]));
+        st[at + next] = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr + 1]));
+      } else {
+        float* st = static_cast<float*>(p.ht.p);
+        st[at] = S[t][2 * hr];
+        st[at + next] = S[t][2 * hr + 1];
+      }
+    }
+}
+
+// ---- the intra-chunk steps (independent of the state)
+
+// rq_t, rk_t = 1 / sqrt(||x_t||^2 + 1e-6) of the chunk's q and k rows; warp w: rows [8 w, +8).
+template <class M>
+__device__ __forceinline__ void row_norms(Smem& s, int buf, int warp, int lane) {
+#pragma unroll
+  for (int i = 0; i < kC / kWarps; ++i) {
+    const int t = kC / kWarps * warp + i;
+    const uint2 uq = *reinterpret_cast<const uint2*>(&s.q[buf][t][4 * lane]);
+    const uint2 uk = *reinterpret_cast<const uint2*>(&s.k[buf][t][4 * lane]);
+    float nq = 0.f, nk = 0.f;
+    const uint32_t wq[2] = {uq.x, uq.y}, wk[2] = {uk.x, uk.y};
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float2 a = M::unpack(wq[e]), b = M::unpack(wk[e]);
+      nq += a.x * a.x + a.y * a.y;
+      nk += b.x * b.x + b.y * b.y;
+    }
+#pragma unroll
+    for (int m = 16; m >= 1; m /= 2) {
+      nq += __shfl_xor_sync(0xffffffffu, nq, m);
+      nk += __shfl_xor_sync(0xffffffffu, nk, m);
+    }
+    if (lane == 0) {
+      s.rq[t] = rsqrtf(nq + 1e-6f);
+      s.rk[t] = rsqrtf(nk + 1e-6f);
+    }
+  }
+}
+
+// m = strictly_lower(diag(beta) Kn Kn^T) (f32) and P = Mask o (Qn Kn^T) (hi + lo), [C, C].
+// Warp w: rows [16 (w / 2), +16), columns [32 (w % 2), +32); blocks above the diagonal are
+// zero and are not multiplied.
+template <class M>
+__device__ __forceinline__ void key_products(Smem& s, int buf, int warp, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
+  if (j0 > i0 + 15) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int i = i0 + g + 8 * hr, j = j0 + 8 * t + 2 * q;
+        *reinterpret_cast<uint32_t*>(&s.p.hi[i][j]) = 0u;
+        *reinterpret_cast<uint32_t*>(&s.p.lo[i][j]) = 0u;
+      }
+    return;
+  }
+  float kk[4][4] = {}, qk[4][4] = {};  // [16 rows, 32 cols] of Kc Kc^T and Qc Kc^T
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    uint32_t ak[4], aq[4];
+    ldsm_x4(ak, a_rows(&s.k[buf][0][0], kLdTok, i0, 16 * ks, lane));
+    ldsm_x4(aq, a_rows(&s.q[buf][0][0], kLdTok, i0, 16 * ks, lane));
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t b[4];  // B[k][n] = Kc[n][k]
+      ldsm_x4(b, b_rows(&s.k[buf][0][0], kLdTok, 16 * ks, j0 + 16 * np, lane));
+      M::mma(kk[2 * np], ak, b[0], b[1]);
+      M::mma(kk[2 * np + 1], ak, b[2], b[3]);
+      M::mma(qk[2 * np], aq, b[0], b[1]);
+      M::mma(qk[2 * np + 1], aq, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int i = i0 + g + 8 * hr;
+    const float Gi = s.G[i], bi = s.beta[i] * s.rk[i], qi = s.rq[i];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int j = j0 + 8 * t + 2 * q;
+      float mv[2], pv[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int jj = j + e;
+        const float rkj = s.rk[jj];
+        mv[e] = jj < i ? bi * rkj * kk[t][2 * hr + e] : 0.f;                    // beta_i kn_i . kn_j
+        pv[e] = jj <= i ? expf(Gi - s.G[jj]) * qi * rkj * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
+      }
+      *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
+      uint32_t hi, lo;
+      split_pair<M>(pv[0], pv[1], hi, lo);
+      *reinterpret_cast<uint32_t*>(&s.p.hi[i][j]) = hi;
+      *reinterpret_cast<uint32_t*>(&s.p.lo[i][j]) = lo;
+    }
+  }
+}
+
+// X = (I + m)^-1 for the strictly lower m, in f32, by 16 x 16 blocks:
+//   X_bb = (I + m_bb)^-1                               forward substitution, a lane per column
+//   X_ij = -X_ii m_ij X_jj                             (i, j) = (1, 0), (3, 2): 16 x 16 merges
+//   X_BA = -X_BB m_BA X_AA                             A = [0, 32), B = [32, 64): one 32 x 32 merge
+// Blocks above the diagonal inside X_AA and X_BB are written as zeros (the merges read them);
+// the rest of the upper triangle is never read.
+__device__ __forceinline__ void invert_unit_lower(Smem& s, int tid, int warp, int lane) {
+  if (warp < 4) {
+    const int b0 = 16 * warp;
+    if (lane < 16) {
+      const int c = lane;
+      float x[16];
+#pragma unroll
+      for (int r = 0; r < 16; ++r) x[r] = r == c ? 1.f : 0.f;
+#pragma unroll
+      for (int j = 0; j < 15; ++j)  // x_r -= m_rj x_j for r > j, once x_j is final
+#pragma unroll
+        for (int r = j + 1; r < 16; ++r) x[r] -= s.m[b0 + r][b0 + j] * x[j];
+#pragma unroll
+      for (int r = 0; r < 16; ++r) s.x[b0 + r][b0 + c] = x[r];
+    } else if ((warp & 1) == 0) {
+#pragma unroll
+      for (int r = 0; r < 16; ++r) s.x[b0 + r][b0 + lane] = 0.f;  // block (b, b + 1), lane >= 16
+    }
+  }
+  __syncthreads();
+  {  // 16 x 16 merges: Y = m_ij X_jj, then X_ij = -X_ii Y; thread: one row, two columns
+    const int pm = tid >> 7, r = (tid >> 3) & 15, c = (tid & 7) * 2;
+    const int i0 = 32 * pm + 16, j0 = 32 * pm;
+    float y0 = 0.f, y1 = 0.f;
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const float a = s.m[i0 + r][j0 + k];
+      y0 += a * s.x[j0 + k][j0 + c];
+      y1 += a * s.x[j0 + k][j0 + c + 1];
+    }
+    s.merge[16 * pm + r][c] = y0;
+    s.merge[16 * pm + r][c + 1] = y1;
+    __syncthreads();
+    float x0 = 0.f, x1 = 0.f;
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const float a = s.x[i0 + r][i0 + k];
+      x0 += a * s.merge[16 * pm + k][c];
+      x1 += a * s.merge[16 * pm + k][c + 1];
+    }
+    s.x[i0 + r][j0 + c] = -x0;
+    s.x[i0 + r][j0 + c + 1] = -x1;
+  }
+  __syncthreads();
+  {  // 32 x 32 merge: Y = m_BA X_AA, then X_BA = -X_BB Y; thread: one row, four columns
+    const int r = tid >> 3, c = (tid & 7) * 4;
+    float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int k = 0; k < 32; ++k) {
+      const float a = s.m[32 + r][k];
+      const float4 xk = *reinterpret_cast<const float4*>(&s.x[k][c]);
+      y.x += a * xk.x; y.y += a * xk.y; y.z += a * xk.z; y.w += a * xk.w;
+    }
+    *reinterpret_cast<float4*>(&s.merge[r][c]) = y;
+    __syncthreads();
+    float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int k = 0; k < 32; ++k) {
+      const float a = s.x[32 + r][32 + k];
+      const float4 yk = *reinterpret_cast<const float4*>(&s.merge[k][c]);
+      z.x += a * yk.x; z.y += a * yk.y; z.z += a * yk.z; z.w += a * yk.w;
+    }
+    *reinterpret_cast<float4*>(&s.x[32 + r][c]) = make_float4(-z.x, -z.y, -z.z, -z.w);
+  }
+}
+
+// T = Mask o (X diag(beta)) and Xw = X diag(beta rk), both lower triangular, as hi + lo.
+// Thread: row tid / 4, 16 columns.
+template <class M>
+__device__ __forceinline__ void gate_inverse(Smem& s, int tid) {
+  const int i = tid >> 2, j0 = (tid & 3) * 16;
+  const float Gi = s.G[i];
+#pragma unroll
+  for (int jp = 0; jp < 16; jp += 2) {
+    float t[2], w[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int j = j0 + jp + e;
+      const float xb = (j < i ? s.x[i][j] : (j == i ? 1.f : 0.f)) * s.beta[j];
+      t[e] = j <= i ? expf(Gi - s.G[j]) * xb : 0.f;
+      w[e] = xb * s.rk[j];
+    }
+    uint32_t hi, lo;
+    split_pair<M>(t[0], t[1], hi, lo);
+    *reinterpret_cast<uint32_t*>(&s.t.hi[i][j0 + jp]) = hi;
+    *reinterpret_cast<uint32_t*>(&s.t.lo[i][j0 + jp]) = lo;
+    split_pair<M>(w[0], w[1], hi, lo);
+    *reinterpret_cast<uint32_t*>(&s.xw.hi[i][j0 + jp]) = hi;
+    *reinterpret_cast<uint32_t*>(&s.xw.lo[i][j0 + jp]) = lo;
+  }
+}
+
+// -W = -diag(gamma) Xw Kc, [C, K]; warp w: columns [16 w, +16). Xw is lower triangular, so
+// row block mi needs key blocks ks <= mi only.
+template <class M>
+__device__ __forceinline__ void minus_w(Smem& s, int buf, int warp, int lane) {
+  const int g = lane >> 2, q = lane & 3, n0 = 16 * warp;
+#pragma unroll
+  for (int mi = 0; mi < kC / 16; ++mi) {
+    float acc[2][4] = {};  // [16 tokens, 16 key columns]
+#pragma unroll
+    for (int ks = 0; ks <= mi; ++ks) {
+      uint32_t ah[4], al[4], b[4];
+      ldsm_x4(ah, a_rows(&s.xw.hi[0][0], kLdCC, 16 * mi, 16 * ks, lane));
+      ldsm_x4(al, a_rows(&s.xw.lo[0][0], kLdCC, 16 * mi, 16 * ks, lane));
+      ldsm_x4_trans(b, b_cols(&s.k[buf][0][0], kLdTok, 16 * ks, n0, lane));  // B[t][k] = Kc[t][k]
+      M::mma(acc[0], ah, b[0], b[1]);
+      M::mma(acc[0], al, b[0], b[1]);
+      M::mma(acc[1], ah, b[2], b[3]);
+      M::mma(acc[1], al, b[2], b[3]);
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int i = 16 * mi + g + 8 * hr;
+      const float ng = -expf(s.G[i]);  // -gamma_i
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+        *reinterpret_cast<uint32_t*>(&s.w_neg[i][n0 + 8 * t + 2 * q]) =
+            M::pack(ng * acc[t][2 * hr], ng * acc[t][2 * hr + 1]);
+    }
+  }
+}
+
+// D^T <- U^T = Vc^T T^T, [V, C]: warp w's value rows [16 w, +16). T is lower triangular, so
+// token block np needs blocks ks <= np only.
+template <class M>
+__device__ __forceinline__ void new_values(Smem& s, int buf, int warp, int lane, float (&D)[8][4]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) D[t][0] = D[t][1] = D[t][2] = D[t][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    uint32_t a[4];  // A[v][t'] = Vc[t'][v]
+    ldsm_x4_trans(a, a_cols(&s.v[buf][0][0], kLdTok, 16 * warp, 16 * ks, lane));
+#pragma unroll
+    for (int np = ks; np < kC / 16; ++np) {
+      uint32_t bh[4], bl[4];  // B[t'][t] = T[t][t']
+      ldsm_x4(bh, b_rows(&s.t.hi[0][0], kLdCC, 16 * ks, 16 * np, lane));
+      ldsm_x4(bl, b_rows(&s.t.lo[0][0], kLdCC, 16 * ks, 16 * np, lane));
+      M::mma(D[2 * np], a, bh[0], bh[1]);
+      M::mma(D[2 * np], a, bl[0], bl[1]);
+      M::mma(D[2 * np + 1], a, bh[2], bh[3]);
+      M::mma(D[2 * np + 1], a, bl[2], bl[3]);
+    }
+  }
+}
+
+// ---- the chain (depends on the chunk's start state S)
+
+// D^T += S (-W)^T  and  O^T = (S Qc^T) diag(gamma rq) + D^T P^T, [V, C], warp's rows.
+template <class M>
+__device__ __forceinline__ void chain_outputs(Smem& s, int buf, int lane, const float (&S)[16][4],
+                                              float (&D)[8][4], float (&O)[8][4]) {
+  const int q = lane & 3;
+#pragma unroll
+  for (int t = 0; t < 8; ++t) O[t][0] = O[t][1] = O[t][2] = O[t][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    uint32_t sh[4], sl[4];
+    acc_to_a_split<M>(S, ks, sh, sl);
+#pragma unroll
+    for (int np = 0; np < kC / 16; ++np) {
+      uint32_t bw[4], bq[4];  // B[k][t] = -W[t][k], Qc[t][k]
+      ldsm_x4(bw, b_rows(&s.w_neg[0][0], kLdTok, 16 * ks, 16 * np, lane));
+      ldsm_x4(bq, b_rows(&s.q[buf][0][0], kLdTok, 16 * ks, 16 * np, lane));
+      M::mma(D[2 * np], sh, bw[0], bw[1]);
+      M::mma(D[2 * np], sl, bw[0], bw[1]);
+      M::mma(D[2 * np + 1], sh, bw[2], bw[3]);
+      M::mma(D[2 * np + 1], sl, bw[2], bw[3]);
+      M::mma(O[2 * np], sh, bq[0], bq[1]);
+      M::mma(O[2 * np], sl, bq[0], bq[1]);
+      M::mma(O[2 * np + 1], sh, bq[2], bq[3]);
+      M::mma(O[2 * np + 1], sl, bq[2], bq[3]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < 8; ++t)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = 8 * t + 2 * q + e;
+      const float f = expf(s.G[tok]) * s.rq[tok];  // gamma_t / ||q_t||
+      O[t][e] *= f;
+      O[t][2 + e] *= f;
+    }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    uint32_t dh[4], dl[4];
+    acc_to_a_split<M>(D, ks, dh, dl);
+#pragma unroll
+    for (int np = ks; np < kC / 16; ++np) {  // P[t][t'] = 0 for t' > t
+      uint32_t ph[4], pl[4];  // B[t'][t] = P[t][t']
+      ldsm_x4(ph, b_rows(&s.p.hi[0][0], kLdCC, 16 * ks, 16 * np, lane));
+      ldsm_x4(pl, b_rows(&s.p.lo[0][0], kLdCC, 16 * ks, 16 * np, lane));
+      M::mma(O[2 * np], dh, ph[0], ph[1]);
+      M::mma(O[2 * np], dl, ph[0], ph[1]);
+      M::mma(O[2 * np], dh, pl[0], pl[1]);
+      M::mma(O[2 * np + 1], dh, ph[2], ph[3]);
+      M::mma(O[2 * np + 1], dl, ph[2], ph[3]);
+      M::mma(O[2 * np + 1], dh, pl[2], pl[3]);
+    }
+  }
+}
+
+// S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, [V, K], warp's rows.
+template <class M>
+__device__ __forceinline__ void advance_state(Smem& s, int buf, int lane, const float (&D)[8][4],
+                                              float (&S)[16][4]) {
+  const int q = lane & 3;
+  const float Gc = s.G[kC - 1], decay = expf(Gc);
+#pragma unroll
+  for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    float dd[2][4];  // D^T tiles 2 ks, 2 ks + 1, columns scaled by exp(G_C - G_t) / ||k_t||
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = 16 * ks + 8 * u + 2 * q + e;
+        const float f = expf(Gc - s.G[tok]) * s.rk[tok];
+        dd[u][e] = D[2 * ks + u][e] * f;
+        dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
+      }
+    uint32_t dh[4], dl[4];
+    acc_to_a_split<M>(dd, 0, dh, dl);
+#pragma unroll
+    for (int np = 0; np < kK / 16; ++np) {
+      uint32_t b[4];  // B[t][k] = Kc[t][k]
+      ldsm_x4_trans(b, b_cols(&s.k[buf][0][0], kLdTok, 16 * ks, 16 * np, lane));
+      M::mma(S[2 * np], dh, b[0], b[1]);
+      M::mma(S[2 * np], dl, b[0], b[1]);
+      M::mma(S[2 * np + 1], dh, b[2], b[3]);
+      M::mma(S[2 * np + 1], dl, b[2], b[3]);
+    }
+  }
+}
+
+// ---- the kernel
+
+template <class M>
+__global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t n = blockIdx.x / p.Hv;
+  const int h = int(blockIdx.x % p.Hv);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
+
+  Seq sq;
+  if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
+  if (sq.slot < 0) {                        // padding: outputs zero, no state read or written
+    for (int64_t r = tid >> 4; r < sq.len; r += kThreads / 16) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + (tid & 15) * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
+
+  float S[16][4];  // the state's rows [16 warp, +16), all K columns: f32, on chip for the sequence
+  load_state(p, sq.slot, h, S, warp, g, q);
+  const HeadGate hg = head_gate(p, h);
+  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
+
+  const int64_t chunks = (sq.len + kC - 1) / kC;
+  RawGates gates;
+  if (chunks > 0) {
+    load_chunk_tiles(p, s, 0, n, sq.bos, int(sq.len < kC ? sq.len : kC), j, h, tid);
+    if (warp == 0) gates = load_raw_gates(p, n, sq, h, 0, lane);
+  }
+  cp_async_commit();
+
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int buf = int(c & 1);
+    const int64_t tok0 = sq.bos + c * kC;
+    const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
+    __syncthreads();  // chunk c - 1 is done with every buffer
+    if (c + 1 < chunks) {
+      const int64_t left = sq.len - (c + 1) * kC;
+      load_chunk_tiles(p, s, buf ^ 1, n, tok0 + kC, int(left < kC ? left : kC), j, h, tid);
+    }
+    cp_async_commit();
+    if (warp == 0) {
+      chunk_gates(p, s, hg, gates, rows, lane);
+      if (c + 1 < chunks) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
+    }
+    cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
+    __syncthreads();
+    if (p.l2norm) {
+      row_norms<M>(s, buf, warp, lane);
+      __syncthreads();
+    }
+
+    // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
+    key_products<M>(s, buf, warp, lane);
+    __syncthreads();
+    invert_unit_lower(s, tid, warp, lane);
+    __syncthreads();
+    gate_inverse<M>(s, tid);
+    __syncthreads();
+    float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
+    minus_w<M>(s, buf, warp, lane);
+    new_values<M>(s, buf, warp, lane, D);
+    __syncthreads();
+
+    // The chain: D = U - W S^T, O, then the next start state
+    float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
+    chain_outputs<M>(s, buf, lane, S, D, O);
+    advance_state<M>(s, buf, lane, D, S);
+
+    __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = 8 * t + 2 * q + e;
+        s.q[buf][tok][16 * warp + g] = M::one(p.scale * O[t][e]);
+        s.q[buf][tok][16 * warp + g + 8] = M::one(p.scale * O[t][2 + e]);
+      }
+    __syncthreads();
+    store_chunk_output(p, s.q[buf], n, tok0, rows, h, tid);
+  }
+  cp_async_wait<0>();
+
+  if (p.ht.p) store_state(p, sq.slot, h, S, warp, g, q);
+}
+
+template <class M>
+cudaError_t launch_chunked(const ChunkParams& p, cudaStream_t stream) {
+  const auto kernel = chunked_prefill_kernel<M>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace gdn::cuda::chunked

@@ -1,0 +1,15 @@
+// Launchers of the chunked prefill kernel, one per input dtype (chunked_bf16.cu,
+// chunked_f16.cu). They set the kernel's shared-memory limit, launch one CTA per (sequence,
+// value head) on `stream` and return the launch's status; they allocate and synchronise nothing.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/chunked_params.h"
+
+namespace gdn::cuda::chunked {
+
+cudaError_t launch_chunked_bf16(const ChunkParams& p, cudaStream_t stream);
+cudaError_t launch_chunked_f16(const ChunkParams& p, cudaStream_t stream);
+
+}  // namespace gdn::cuda::chunked

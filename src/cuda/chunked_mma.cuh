@@ -1,0 +1,155 @@
+// Warp-level tensor-core pieces of the chunked kernel (sm_80+): the m16n8k16 product with f32
+// accumulation in bf16 or f16, ldmatrix fragment loads from shared memory, hi + lo splits of
+// f32 values, and cp.async tile copies.
+//
+// Fragments of mma.m16n8k16 (g = lane / 4, q = lane % 4; pairs are two 16-bit values in one
+// register, the lower column in the low half):
+//   A, 16 x 16:  a0 (row g,   cols 2q, 2q+1)   a1 (row g+8, cols 2q, 2q+1)
+//                a2 (row g,   cols 2q+8, +9)   a3 (row g+8, cols 2q+8, +9)
+//   B, 16 x 8:   b0 (rows 2q, 2q+1, col g)     b1 (rows 2q+8, 2q+9, col g)
+//   C, 16 x 8:   c0, c1 (row g, cols 2q, 2q+1) c2, c3 (row g+8, cols 2q, 2q+1)
+// So a 16 x 16 block of a 16 x N accumulator (its n8 tiles 2s and 2s+1) is, packed pairwise,
+// the A fragment of k-step s: accumulators feed the next product without leaving registers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace gdn::cuda::chunked {
+
+// ---- the two half-precision flavours: packing, splitting, the product
+
+struct MmaBf16 {
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  __device__ __forceinline__ static float2 unpack(uint32_t u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+  }
+  __device__ __forceinline__ static uint16_t one(float x) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  }
+  __device__ __forceinline__ static float to_f32(uint16_t bits) {
+    return __uint_as_float(uint32_t(bits) << 16);
+  }
+  // d += a b  (A 16 x 16 row-major, B 16 x 8 column-major, f32 accumulators)
+  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+struct MmaF16 {
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  __device__ __forceinline__ static float2 unpack(uint32_t u) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&u));
+  }
+  __device__ __forceinline__ static uint16_t one(float x) {
+    return __half_as_ushort(__float2half_rn(x));
+  }
+  __device__ __forceinline__ static float to_f32(uint16_t bits) {
+    return __half2float(__ushort_as_half(bits));
+  }
+  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// (x0, x1) = hi + lo: hi rounded to half precision, lo the rounded remainder. A product with
+// hi and lo as two operands keeps about 16 significant bits of x instead of 8 (bf16).
+template <class M>
+__device__ __forceinline__ void split_pair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = M::pack(x0, x1);
+  const float2 h = M::unpack(hi);
+  lo = M::pack(x0 - h.x, x1 - h.y);
+}
+
+// A fragments (hi, lo) of k-step s of a 16 x N accumulator block `acc` (its tiles 2s, 2s+1).
+template <class M, int kTiles>
+__device__ __forceinline__ void acc_to_a_split(const float (&acc)[kTiles][4], int s, uint32_t (&hi)[4],
+                                               uint32_t (&lo)[4]) {
+  split_pair<M>(acc[2 * s][0], acc[2 * s][1], hi[0], lo[0]);
+  split_pair<M>(acc[2 * s][2], acc[2 * s][3], hi[1], lo[1]);
+  split_pair<M>(acc[2 * s + 1][0], acc[2 * s + 1][1], hi[2], lo[2]);
+  split_pair<M>(acc[2 * s + 1][2], acc[2 * s + 1][3], hi[3], lo[3]);
+}
+
+// ---- ldmatrix: four 8 x 8 matrices of 16-bit values, one row address per lane
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// Row addresses for the four fragment shapes the kernel reads from a row-major tile `base`
+// with row stride `ld` (elements). Each returns this lane's address; load with the named
+// ldmatrix flavour.
+
+// A (16 x 16) at (m0, k0) of a tile stored [m][k]: ldsm_x4 -> a0..a3.
+__device__ __forceinline__ uint32_t a_rows(const uint16_t* base, int ld, int m0, int k0, int lane) {
+  const int row = m0 + (lane & 7) + ((lane >> 3) & 1) * 8, col = k0 + (lane >> 4) * 8;
+  return smem_addr(base + row * ld + col);
+}
+
+// A (16 x 16) at (m0, k0) of a tile stored transposed, [k][m]: ldsm_x4_trans -> a0..a3.
+__device__ __forceinline__ uint32_t a_cols(const uint16_t* base, int ld, int m0, int k0, int lane) {
+  const int i = lane >> 3;
+  const int row = k0 + (i >> 1) * 8 + (lane & 7), col = m0 + (i & 1) * 8;
+  return smem_addr(base + row * ld + col);
+}
+
+// B (16 x 16 = two n8 tiles) at (k0, n0) of a tile stored [n][k]: ldsm_x4 ->
+// {b0, b1} of tile n0 in r[0], r[1] and of tile n0 + 8 in r[2], r[3].
+__device__ __forceinline__ uint32_t b_rows(const uint16_t* base, int ld, int k0, int n0, int lane) {
+  const int i = lane >> 3;
+  const int row = n0 + (i >> 1) * 8 + (lane & 7), col = k0 + (i & 1) * 8;
+  return smem_addr(base + row * ld + col);
+}
+
+// B (16 x 16 = two n8 tiles) at (k0, n0) of a tile stored [k][n]: ldsm_x4_trans -> as b_rows.
+__device__ __forceinline__ uint32_t b_cols(const uint16_t* base, int ld, int k0, int n0, int lane) {
+  const int i = lane >> 3;
+  const int row = k0 + (i & 1) * 8 + (lane & 7), col = n0 + (i >> 1) * 8;
+  return smem_addr(base + row * ld + col);
+}
+
+// ---- cp.async: 16 bytes global -> shared, zero-filled when `bytes` is 0
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+}  // namespace gdn::cuda::chunked

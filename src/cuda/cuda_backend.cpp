@@ -1,0 +1,366 @@
+// The cuda backend's host side (core/backend.h): device queries, the checks that need the
+// device (pointer kinds, alignment of the vector accesses), and the launch of the recurrent
+// kernel. The launch path allocates nothing, synchronises nothing and reads no device memory,
+// so a call can be captured in a CUDA graph; it costs one cudaPointerGetAttributes per
+// distinct pointer (in cuda_can_implement), cudaGetDevice, and the launch.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+
+#include "core/backend.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "cuda/chunked.h"
+#include "cuda/decode_launch.h"
+#include "cuda/decode_params.h"
+#include "cuda/decode_tile.h"
+
+namespace gdn {
+namespace {
+
+using cuda::DecodeParams;
+
+gdn_status device_error(cudaError_t e, const char* what) {
+  return fail(GDN_STATUS_DEVICE_ERROR, "cuda: %s failed: %s (%s)", what, cudaGetErrorString(e),
+              cudaGetErrorName(e));
+}
+
+// Multiprocessors of `device`, queried once per device.
+int sm_count(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return 132;
+  int sms = cached[device].load(std::memory_order_relaxed);
+  if (sms == 0) {
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
+      cudaGetLastError();
+      sms = 132;
+    }
+    cached[device].store(sms, std::memory_order_relaxed);
+  }
+  return sms;
+}
+
+// GDN_CUDA_DECODE_RPT: rows per thread forced for every launch of this process (tuning only;
+// ignored where it names no valid tile). Read once.
+int forced_rows_per_thread() {
+  static const int forced = [] {
+    const char* s = std::getenv("GDN_CUDA_DECODE_RPT");
+    return s ? std::atoi(s) : 0;
+  }();
+  return forced;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool stride16(int64_t stride, gdn_dtype dtype) { return (stride * dtype_size(dtype)) % 16 == 0; }
+
+// q, k, v, o and the states are accessed in 16-byte vectors (8-byte for 4 half-width
+// elements): their data and every stride but the innermost must be 16-byte aligned. Views the
+// harness and the serving engines make (fused qkv projections, interleaved pools) are.
+gdn_status check_vector_alignment(const char* name, const void* data, gdn_dtype dtype,
+                                  std::initializer_list<int64_t> strides) {
+  if (!data) return GDN_STATUS_SUCCESS;
+  if (!aligned16(data))
+    return fail(GDN_STATUS_INVALID_ARGUMENT,
+                "%s: data %p is not 16-byte aligned (the cuda kernels access it in 16-byte vectors)",
+                name, data);
+  for (int64_t s : strides)
+    if (!stride16(s, dtype))
+      return fail(GDN_STATUS_INVALID_ARGUMENT,
+                  "%s: stride %" PRId64 " (%s elements) is not a multiple of 16 bytes (the cuda "
+                  "kernels access it in 16-byte vectors)",
+                  name, s, dtype_name(dtype));
+  return GDN_STATUS_SUCCESS;
+}
+
+gdn_status check_alignment(const Problem& p) {
+  struct Check {
+    const char* name;
+    const void* data;
+    gdn_dtype dtype;
+    std::initializer_list<int64_t> strides;
+  };
+  const TokenTensor& snap = p.snapshots_dense;
+  const Check checks[] = {
+      {"q", p.q.data, p.q.dtype, {p.q.seq, p.q.tok, p.q.head}},
+      {"k", p.k.data, p.k.dtype, {p.k.seq, p.k.tok, p.k.head}},
+      {"v", p.v.data, p.v.dtype, {p.v.seq, p.v.tok, p.v.head}},
+      {"o", p.o.data, p.o.dtype, {p.o.seq, p.o.tok, p.o.head}},
+      {"initial_state", p.initial_state.data, p.initial_state.dtype,
+       {p.initial_state.slot, p.initial_state.head, p.initial_state.row}},
+      {"final_state", p.final_state.data, p.final_state.dtype,
+       {p.final_state.slot, p.final_state.head, p.final_state.row}},
+      {"state_snapshots", p.snapshots_pool.data, p.snapshots_pool.dtype,
+       {p.snapshots_pool.slot, p.snapshots_pool.head, p.snapshots_pool.row}},
+      {"state_snapshots", snap.data, snap.dtype, {snap.seq, snap.tok, snap.head, snap.row}}};
+  for (const Check& c : checks) {
+    const gdn_status s = check_vector_alignment(c.name, c.data, c.dtype, c.strides);
+    if (s != GDN_STATUS_SUCCESS) return s;
+  }
+  return GDN_STATUS_SUCCESS;
+}
+
+cuda::TokenView token_view(const TokenTensor& t) {
+  cuda::TokenView v;
+  v.p = t.data;
+  v.seq = t.seq;
+  v.tok = t.tok;
+  v.head = t.head;
+  v.dtype = t.dtype;
+  return v;
+}
+
+cuda::StateView state_view(const StateTensor& s) {
+  cuda::StateView v;
+  v.p = s.data;
+  v.slot = s.slot;
+  v.head = s.head;
+  v.row = s.row;
+  return v;
+}
+
+gdn_dtype state_dtype(const Problem& p) {
+  if (p.initial_state.data) return p.initial_state.dtype;
+  if (p.final_state.data) return p.final_state.dtype;
+  if (p.snapshots_dense.data) return p.snapshots_dense.dtype;
+  if (p.snapshots_pool.data) return p.snapshots_pool.dtype;
+  return GDN_DTYPE_F32;
+}
+
+// A bf16 state that lives through several tokens is staged in f32 between them (rounded to bf16
+// once, when stored): twice the shared memory, so fewer rows per thread (decode_tile.h).
+bool wide_stage(const Problem& p) { return state_dtype(p) == GDN_DTYPE_BF16 && (p.packed || p.T > 1); }
+
+// The tile for this problem (0: none). The only place the heuristic is consulted.
+int rows_per_thread(const Problem& p) {
+  const bool kv = p.state_layout == GDN_STATE_KV;
+  return cuda::decode_rows_per_thread(kv, int(p.K), int(p.V), int(dtype_size(state_dtype(p))), wide_stage(p),
+                                      p.N * p.Hv, sm_count(p.device_id), forced_rows_per_thread());
+}
+
+DecodeParams make_params(const Problem& p, int rpt) {
+  DecodeParams d;
+  d.N = p.N;
+  d.T = p.T;
+  d.T_total = p.T_total;
+  d.Hk = int32_t(p.Hk);
+  d.Hv = int32_t(p.Hv);
+  d.K = int32_t(p.K);
+  d.V = int32_t(p.V);
+  d.ratio = int32_t(p.ratio);
+  const bool kv = p.state_layout == GDN_STATE_KV;
+  d.slices = d.V / cuda::decode_per_cta(kv, d.K, int(dtype_size(state_dtype(p))), rpt);
+  d.wide = wide_stage(p);
+
+  d.q = token_view(p.q);
+  d.k = token_view(p.k);
+  d.v = token_view(p.v);
+  d.o = token_view(p.o);
+  d.g = token_view(p.g);
+  d.beta = token_view(p.beta);
+  d.a = token_view(p.a);
+  d.A_log = p.A_log.data;
+  d.A_log_stride = p.A_log.stride;
+  d.A_log_dtype = p.A_log.dtype;
+  d.dt_bias = p.dt_bias.data;
+  d.dt_bias_stride = p.dt_bias.stride;
+  d.dt_bias_dtype = p.dt_bias.dtype;
+
+  d.h0 = state_view(p.initial_state);
+  d.ht = state_view(p.final_state);
+  if (p.snapshots_pool.data) {
+    d.snap_mode = cuda::kSnapPool;
+    d.snap_pool = state_view(p.snapshots_pool);
+  } else if (p.snapshots_dense.data) {
+    d.snap_mode = cuda::kSnapDense;
+    d.snap_dense = token_view(p.snapshots_dense);
+    d.snap_row = p.snapshots_dense.row;
+  }
+
+  d.cu_seqlens = p.packed ? p.cu_seqlens : nullptr;
+  d.cu_seqlens_i64 = p.cu_seqlens_dtype == GDN_DTYPE_I64;
+  d.state_indices = p.state_indices;
+  d.state_indices_stride = p.state_indices_stride;
+  d.pool_slots = p.pool_slots;
+  d.snapshot_indices = p.snapshot_indices;
+  d.snap_idx_seq = p.snapshot_index_strides.seq;
+  d.snap_idx_tok = p.snapshot_index_strides.tok;
+  d.snap_pool_slots = p.snapshot_pool_slots;
+  d.error_flags = p.error_flags;
+
+  d.gate = p.gate;
+  d.beta_logit = p.beta_mode == GDN_BETA_LOGIT;
+  d.tiled = p.head_map == GDN_HEAD_MAP_TILED;
+  d.l2norm = p.qk_l2norm;
+  d.scale = p.scale;
+  return d;
+}
+
+// Every pointer the kernel touches must be device (or managed) memory of p.device_id.
+gdn_status check_pointers(const Problem& p) {
+  struct Named {
+    const char* name;
+    const void* ptr;
+  };
+  const Named all[] = {
+      {"q", p.q.data}, {"k", p.k.data}, {"v", p.v.data}, {"o", p.o.data}, {"g", p.g.data},
+      {"beta", p.beta.data}, {"a", p.a.data}, {"A_log", p.A_log.data}, {"dt_bias", p.dt_bias.data},
+      {"initial_state", p.initial_state.data}, {"final_state", p.final_state.data},
+      {"state_snapshots", p.snapshots_dense.data ? p.snapshots_dense.data : p.snapshots_pool.data},
+      {"cu_seqlens", p.packed ? p.cu_seqlens : nullptr}, {"state_indices", p.state_indices},
+      {"snapshot_indices", p.snapshot_indices}, {"error_flags", p.error_flags}};
+  constexpr int kCount = sizeof all / sizeof all[0];
+  for (int i = 0; i < kCount; ++i) {
+    const void* ptr = all[i].ptr;
+    if (!ptr) continue;
+    bool seen = false;  // in-place states and shared buffers are asked about once
+    for (int m = 0; m < i && !seen; ++m) seen = all[m].ptr == ptr;
+    if (seen) continue;
+    cudaPointerAttributes attr{};
+    const cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p is not CUDA memory (%s)", all[i].name, ptr,
+                  cudaGetErrorString(e));
+    }
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+      return fail(GDN_STATUS_INVALID_ARGUMENT,
+                  "%s: data %p is host memory, but the cuda backend needs device memory", all[i].name, ptr);
+    if (attr.type == cudaMemoryTypeDevice && attr.device != p.device_id)
+      return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p lives on CUDA device %d, but device_id is %d",
+                  all[i].name, ptr, attr.device, p.device_id);
+  }
+  return GDN_STATUS_SUCCESS;
+}
+
+// Makes p.device_id current for the scope, restoring the caller's device after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    status_ = cudaGetDevice(&previous_);
+    if (status_ == cudaSuccess && previous_ != device) {
+      status_ = cudaSetDevice(device);
+      switched_ = status_ == cudaSuccess;
+    }
+  }
+  ~DeviceScope() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+  cudaError_t status_ = cudaSuccess;
+};
+
+}  // namespace
+
+bool cuda_compiled() { return true; }
+
+int cuda_device_count() {  // asked once: the launch path checks device_id against it
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+gdn_status cuda_device_info(int index, char* buf, size_t buf_bytes) {
+  cudaDeviceProp prop{};
+  const cudaError_t e = cudaGetDeviceProperties(&prop, index);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return device_error(e, "cudaGetDeviceProperties");
+  }
+  std::snprintf(buf, buf_bytes, "%d: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB", index, prop.name,
+                prop.major, prop.minor, prop.multiProcessorCount,
+                double(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0),
+                double(prop.l2CacheSize) / (1024.0 * 1024.0));
+  return GDN_STATUS_SUCCESS;
+}
+
+bool cuda_is_device_pointer(const void* ptr) {
+  if (!ptr) return false;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+gdn_status cuda_can_implement(const Problem& p) {
+  if (cuda_chunked_selected(p)) {  // the chunked path's own checks, then the shared ones below
+    const gdn_status s = cuda_chunked_can_implement(p);
+    if (s != GDN_STATUS_SUCCESS) return s;
+  }
+  const int devices = cuda_device_count();
+  if (devices == 0)
+    return fail(GDN_STATUS_BACKEND_UNAVAILABLE, "backend: cuda, but no CUDA device is present");
+  if (p.device_id < 0 || p.device_id >= devices)
+    return fail(GDN_STATUS_INVALID_ARGUMENT, "q: device_id %d is outside [0, %d) (CUDA devices)",
+                p.device_id, devices);
+
+  const int rpt = rows_per_thread(p);
+  if (rpt == 0)
+    return fail(GDN_STATUS_UNSUPPORTED, "K, V: %" PRId64 ", %" PRId64
+                " have no cuda recurrent kernel (supported: 64, 128)", p.K, p.V);
+  const bool kv = p.state_layout == GDN_STATE_KV;
+  if (p.N * p.Hv * (p.V / cuda::decode_per_cta(kv, int(p.K), int(dtype_size(state_dtype(p))), rpt)) > INT_MAX)
+    return fail(GDN_STATUS_UNSUPPORTED, "N: %" PRId64 " x Hv %" PRId64 " needs more CTAs than one launch has",
+                p.N, p.Hv);
+
+  const gdn_status s = check_alignment(p);
+  if (s != GDN_STATUS_SUCCESS) return s;
+  return check_pointers(p);
+}
+
+gdn_status cuda_workspace_size(const Problem& p, size_t* bytes) {
+  if (cuda_chunked_selected(p)) return cuda_chunked_workspace_size(p, bytes);
+  *bytes = 0;  // the recurrent kernel needs none
+  return GDN_STATUS_SUCCESS;
+}
+
+gdn_status cuda_forward(const Problem& p) {
+  if (cuda_chunked_selected(p)) return cuda_chunked_forward(p);
+  const int rpt = rows_per_thread(p);
+  if (rpt == 0) return fail(GDN_STATUS_INTERNAL_ERROR, "cuda_forward: no tile for K=%" PRId64 ", V=%" PRId64, p.K, p.V);
+  const DecodeParams d = make_params(p, rpt);
+  const DeviceScope scope(p.device_id);
+  if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
+  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  const bool kv = p.state_layout == GDN_STATE_KV;
+  const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16;
+  cudaError_t e;
+  if (kv)
+    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, rpt, stream)
+             : cuda::launch_decode<true, float>(d, rpt, stream);
+  else
+    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, rpt, stream)
+             : cuda::launch_decode<false, float>(d, rpt, stream);
+  if (e != cudaSuccess) return device_error(e, "launching the recurrent kernel");
+  return GDN_STATUS_SUCCESS;
+}
+
+gdn_status cuda_copy_to_host(void* dst, const void* src, size_t bytes, void* stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return device_error(e, "copying indices to the host");
+  }
+  return GDN_STATUS_SUCCESS;
+}
+
+}  // namespace gdn

@@ -1,0 +1,274 @@
+// Device helpers shared by the decode kernels (decode_vk.cuh, decode_kv.cuh): element access in
+// any input dtype, 16-byte state chunks with streaming cache hints, the gates, shuffle sums,
+// and the per-sequence resolution that checks device-resident index contents.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/decode_params.h"
+#include "gdn/gdn.h"
+
+namespace gdn::cuda {
+
+// ---- input / output elements (q, k, v, o, gates): f32, bf16 or f16, converted to f32
+
+__device__ __forceinline__ float half_bits_to_f32(uint32_t bits, int dtype) {
+  return dtype == GDN_DTYPE_BF16 ? __uint_as_float(bits << 16)
+                                 : __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+}
+
+__device__ __forceinline__ uint32_t f32_to_half_bits(float x, int dtype) {
+  return dtype == GDN_DTYPE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
+                                 : __half_as_ushort(__float2half_rn(x));
+}
+
+// Element `off` of a tensor of `dtype`, as a byte address: one address per tensor whatever its
+// dtype (element-typed pointers per dtype would each take registers across the token loop).
+__device__ __forceinline__ const char* element_at(const void* base, int dtype, int64_t off) {
+  return static_cast<const char*>(base) + (off << (dtype == GDN_DTYPE_F32 ? 2 : 1));
+}
+
+// One element of a tensor of `dtype`, read through the read-only path.
+__device__ __forceinline__ float load_scalar(const void* base, int dtype, int64_t off) {
+  const char* at = element_at(base, dtype, off);
+  if (dtype == GDN_DTYPE_F32) return __ldg(reinterpret_cast<const float*>(at));
+  return half_bits_to_f32(__ldg(reinterpret_cast<const unsigned short*>(at)), dtype);
+}
+
+// x[0, E) = t[off, off + E): E consecutive elements, off a multiple of E, read in 16-byte
+// vectors (8-byte for 4 half-width elements). cuda_can_implement checks the alignment.
+template <int E>
+__device__ __forceinline__ void load_run(const TokenView& t, int64_t off, float* x) {
+  static_assert(E % 4 == 0, "runs of whole 4-element vectors");
+  const char* at = element_at(t.p, t.dtype, off);
+  if (t.dtype == GDN_DTYPE_F32) {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(at) + i);
+      x[4 * i + 0] = f.x; x[4 * i + 1] = f.y; x[4 * i + 2] = f.z; x[4 * i + 3] = f.w;
+    }
+    return;
+  }
+  uint32_t w[E / 2];  // two elements per word, the lower one in the low half
+  if constexpr (E % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < E / 8; ++i) {
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(at) + i);
+      w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
+    }
+  } else {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(at));
+    w[0] = u.x; w[1] = u.y;
+  }
+#pragma unroll
+  for (int e = 0; e < E / 2; ++e) {
+    x[2 * e] = half_bits_to_f32(w[e] & 0xffffu, t.dtype);
+    x[2 * e + 1] = half_bits_to_f32(w[e] >> 16, t.dtype);
+  }
+}
+
+// t[off, off + E) = x[0, E), rounded to t's dtype (nearest even); aligned as for load_run.
+template <int E>
+__device__ __forceinline__ void store_run(const TokenView& t, int64_t off, const float* x) {
+  static_assert(E % 4 == 0, "runs of whole 4-element vectors");
+  char* at = const_cast<char*>(element_at(t.p, t.dtype, off));
+  if (t.dtype == GDN_DTYPE_F32) {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i)
+      reinterpret_cast<float4*>(at)[i] = make_float4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
+    return;
+  }
+  uint32_t w[E / 2];
+#pragma unroll
+  for (int e = 0; e < E / 2; ++e)
+    w[e] = f32_to_half_bits(x[2 * e], t.dtype) | (f32_to_half_bits(x[2 * e + 1], t.dtype) << 16);
+  if constexpr (E % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < E / 8; ++i)
+      reinterpret_cast<uint4*>(at)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+  } else {
+    *reinterpret_cast<uint2*>(at) = make_uint2(w[0], w[1]);
+  }
+}
+
+__device__ __forceinline__ void store_scalar(const TokenView& t, int64_t off, float x) {
+  char* at = const_cast<char*>(element_at(t.p, t.dtype, off));
+  if (t.dtype == GDN_DTYPE_F32)
+    *reinterpret_cast<float*>(at) = x;
+  else
+    *reinterpret_cast<unsigned short*>(at) = static_cast<unsigned short>(f32_to_half_bits(x, t.dtype));
+}
+
+// Offset of element (n, t = token in the batch's token axis, h, 0).
+__device__ __forceinline__ int64_t token_offset(const TokenView& t, int64_t n, int64_t tok, int64_t h) {
+  return n * t.seq + tok * t.tok + h * t.head;
+}
+
+// ---- state storage: 16-byte chunks, f32 math. The state is touched once per call: it goes
+// global -> shared memory by cp.async (holding no registers while in flight) and back with
+// streaming stores (st.global.cs, evict-first), so that it does not displace q, k, v in L1/L2.
+
+template <class S> struct StateChunk;
+
+template <> struct StateChunk<float> {
+  static constexpr int W = 4;  // elements per 16-byte chunk
+  __device__ __forceinline__ static void to_f32(const uint4& u, float* x) {
+    x[0] = __uint_as_float(u.x); x[1] = __uint_as_float(u.y);
+    x[2] = __uint_as_float(u.z); x[3] = __uint_as_float(u.w);
+  }
+  __device__ __forceinline__ static uint4 from_f32(const float* x) {
+    return make_uint4(__float_as_uint(x[0]), __float_as_uint(x[1]), __float_as_uint(x[2]), __float_as_uint(x[3]));
+  }
+};
+
+template <> struct StateChunk<Bf16> {
+  static constexpr int W = 8;
+  __device__ __forceinline__ static void to_f32(const uint4& u, float* x) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      x[2 * e] = __uint_as_float(w[e] << 16);
+      x[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+    }
+  }
+  __device__ __forceinline__ static uint4 from_f32(const float* x) {  // round to nearest even
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);  // .x: low half
+      w[e] = uint32_t(__bfloat16_as_ushort(b.x)) | (uint32_t(__bfloat16_as_ushort(b.y)) << 16);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+
+// *smem = *gmem (16 bytes), asynchronously (cp.async.cg: L2 only): complete and visible to
+// this thread after copy_async_wait_all(). Only the issuing thread reads what it copied, so no
+// barrier is needed. (No L2 evict-first hint: with createpolicy's descriptor in a loop, ptxas
+// 13.0 emitted LDGSTS with an odd uniform-register descriptor, desc[UR1], which faulted as an
+// illegal instruction on the H200, run 2.)
+__device__ __forceinline__ void copy16_async(uint4* smem, const void* gmem) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(gmem) : "memory");
+}
+
+__device__ __forceinline__ void copy_async_wait_all() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// Streaming 16-byte store of a state chunk.
+template <class S>
+__device__ __forceinline__ void store_chunk(S* dst, const uint4& chunk) {
+  __stcs(reinterpret_cast<uint4*>(dst), chunk);
+}
+
+// (slot, h, 0, 0) of a state tensor.
+template <class S>
+__device__ __forceinline__ S* state_at(const StateView& s, int64_t slot, int64_t h) {
+  return static_cast<S*>(s.p) + slot * s.slot + h * s.head;
+}
+
+// ---- gates (SPEC "Conventions"), per (token, value head); the same in every thread
+
+struct Gates {
+  float alpha;  // decay of the state
+  float beta;   // write strength
+};
+
+__device__ __forceinline__ Gates load_gates(const DecodeParams& p, int64_t n, int64_t tok, int h) {
+  float g;
+  if (p.gate == GDN_GATE_RAW) {
+    // g = -exp(A_log[h]) * softplus(a[t, h] + dt_bias[h])    softplus(x) = x for x > 20
+    const float x = load_scalar(p.a.p, p.a.dtype, token_offset(p.a, n, tok, h)) +
+                    load_scalar(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
+    const float softplus = x > 20.f ? x : log1pf(expf(x));
+    g = -expf(load_scalar(p.A_log, p.A_log_dtype, h * p.A_log_stride)) * softplus;
+  } else {
+    g = load_scalar(p.g.p, p.g.dtype, token_offset(p.g, n, tok, h));
+    if (p.gate == GDN_GATE_DECAY_RATE) g = -g;  // alpha = exp(-g)
+  }
+  float b = load_scalar(p.beta.p, p.beta.dtype, token_offset(p.beta, n, tok, h));
+  if (p.beta_logit) b = __fdividef(1.f, 1.f + expf(-b));  // beta = sigmoid(b)
+  return Gates{expf(g), b};
+}
+
+// ---- reductions
+
+// x[i] <- sum of x[i] over the lanes whose index differs only in bits [first, 32): lanes
+// lane % first + first * m for all m. first = 1 sums a whole warp; first = L sums the lanes
+// that hold the same column group in different row groups.
+template <int kFirst, int kCount>
+__device__ __forceinline__ void sum_across_lanes(float (&x)[kCount]) {
+#pragma unroll
+  for (int m = kFirst; m < 32; m *= 2)
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) x[i] += __shfl_xor_sync(0xffffffffu, x[i], m);
+}
+
+// x[i] <- sum of x[i] over the kWidth aligned lanes of this lane's group.
+template <int kWidth, int kCount>
+__device__ __forceinline__ void sum_within_group(float (&x)[kCount]) {
+#pragma unroll
+  for (int m = kWidth / 2; m >= 1; m /= 2)
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) x[i] += __shfl_xor_sync(0xffffffffu, x[i], m);
+}
+
+// ---- sequences
+
+struct Sequence {
+  int64_t bos = 0;   // first token in the batch's token axis
+  int64_t len = 0;   // tokens
+  int64_t slot = 0;  // state slot: n (dense), state_indices[n] (pool); -1: padding
+};
+
+__device__ __forceinline__ int64_t load_cu_seqlen(const DecodeParams& p, int64_t i) {
+  return p.cu_seqlens_i64 ? static_cast<const int64_t*>(p.cu_seqlens)[i]
+                          : static_cast<const int32_t*>(p.cu_seqlens)[i];
+}
+
+__device__ __forceinline__ int32_t snapshot_slot(const DecodeParams& p, int64_t n, int64_t tok) {
+  return p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
+}
+
+// Resolves sequence n and checks every device-resident index entry it uses (SPEC "Errors"):
+// cu_seqlens[n], cu_seqlens[n + 1] (start 0, non-decreasing, within T_total), state_indices[n]
+// in [-1, P), snapshot_indices[n, t] in [-1, P2). On an invalid entry it ORs the matching
+// GDN_ERROR_FLAG_* into *error_flags and returns false: the caller then writes nothing.
+// Every thread of the CTA calls it (it synchronises when snapshot indices are given).
+__device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t n, Sequence& s) {
+  uint32_t bad = 0;
+  if (p.cu_seqlens) {
+    const int64_t bos = load_cu_seqlen(p, n), eos = load_cu_seqlen(p, n + 1);
+    if ((n == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total) bad |= GDN_ERROR_FLAG_CU_SEQLENS;
+    s.bos = bos;
+    s.len = eos - bos;
+  } else {
+    s.bos = 0;
+    s.len = p.T;
+  }
+  s.slot = n;
+  if (p.state_indices) {
+    const int32_t slot = p.state_indices[n * p.state_indices_stride];
+    if (slot < -1 || slot >= p.pool_slots) bad |= GDN_ERROR_FLAG_STATE_INDICES;
+    s.slot = slot;
+  }
+  // Snapshot slots of a padded sequence are not used (it writes no state).
+  if (p.snapshot_indices && bad == 0 && s.slot >= 0) {
+    int invalid = 0;
+    for (int64_t t = threadIdx.x; t < s.len; t += blockDim.x) {
+      const int32_t slot = snapshot_slot(p, n, s.bos + t);
+      invalid |= slot < -1 || slot >= p.snap_pool_slots;
+    }
+    if (__syncthreads_or(invalid)) bad |= GDN_ERROR_FLAG_SNAPSHOT_INDICES;
+  }
+  if (bad == 0) return true;
+  if (threadIdx.x == 0 && p.error_flags) atomicOr(p.error_flags, bad);
+  return false;
+}
+
+}  // namespace gdn::cuda

@@ -1,0 +1,6 @@
+// Decode kernels for the vk state layout with f32 state storage (K = 64, 128).
+#include "cuda/decode_launch.cuh"
+
+namespace gdn::cuda {
+template cudaError_t launch_decode<false, float>(const DecodeParams&, int, cudaStream_t);
+}  // namespace gdn::cuda

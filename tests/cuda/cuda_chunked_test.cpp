@@ -1,0 +1,307 @@
+// The cuda chunked prefill kernel (path chunked, and auto above the crossover):
+//   Oracle:     against the f64 oracle with outputs poisoned first (harness run_case), over
+//               every option and odd shapes: T = 1..130 around the chunk edges, ratio 3, both
+//               head maps and state layouts, packed batches with zero-length sequences, pools
+//               with padding, in place, bf16 states, every gate and beta mode, L2 norm, scale,
+//               strided views, decay regimes, and long sequences;
+//   Recurrent:  against the cuda recurrent kernel on the same inputs;
+//   Auto:       path auto takes the chunked kernel from kAutoMinTokens tokens per sequence;
+//   Device:     invalid indices in device memory (flag raised, the sequence writes nothing),
+//               capture in a CUDA graph, and the configurations the path refuses.
+// Every test skips without a GPU.
+#include <cuda_runtime_api.h>
+
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cuda/chunked_tile.h"
+#include "cuda_test_util.h"
+
+namespace gdn::cuda_test {
+namespace {
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
+
+std::string chunked_report(const Case& c, const Errors& e) {
+  const Tolerance t = chunked_tolerance(c);
+  return "case " + to_string(c) + ": rel L2 o " + std::to_string(e.o) + " (<= " + std::to_string(t.o) +
+         "), final state " + std::to_string(e.final_state) + " (<= " + std::to_string(t.state) +
+         "); written " + std::to_string(e.all_written) + ", untouched " + std::to_string(e.untouched_ok) +
+         ", finite " + std::to_string(e.finite) + "; " + e.detail;
+}
+
+// ---- against the oracle
+
+struct Named {
+  const char* name;
+  const char* text;
+};
+
+// K = V = 128 throughout (the kernel's head dims); path chunked is appended.
+const Named kOracleCases[] = {
+    {"t1", "N=2,T=1,Hk=2,Hv=4,dtype=bf16"},
+    {"t2_tiled", "N=2,T=2,Hk=2,Hv=4,dtype=bf16,map=tiled"},
+    {"t17_kv", "N=1,T=17,Hk=1,Hv=2,dtype=bf16,layout=kv"},
+    {"t63_raw", "N=2,T=63,Hk=2,Hv=4,dtype=bf16,gate=raw,beta=logit"},
+    {"t64", "N=2,T=64,Hk=2,Hv=4,dtype=bf16"},
+    {"t65_l2norm", "N=2,T=65,Hk=2,Hv=4,dtype=bf16,l2norm=1"},
+    {"t127_decay_rate", "N=1,T=127,Hk=1,Hv=3,dtype=bf16,gate=decay_rate"},
+    {"t128_f16", "N=2,T=128,Hk=2,Hv=4,dtype=f16,gdtype=f16"},
+    {"t130_ratio3", "N=2,T=130,Hk=2,Hv=6,dtype=bf16"},
+    {"t130_ratio3_tiled_kv", "N=2,T=130,Hk=2,Hv=6,dtype=bf16,map=tiled,layout=kv"},
+    {"t100_pool_pad_inplace", "N=5,T=100,Hk=2,Hv=4,dtype=bf16,pool=9,pad=2,inplace=1"},
+    {"t90_pool_kv_bf16state", "N=4,T=90,Hk=2,Hv=4,dtype=bf16,pool=7,pad=1,layout=kv,sdtype=bf16"},
+    {"packed_zero_len", "seqlens=0:70:1:0:129:64,Hk=2,Hv=4,dtype=bf16"},
+    {"packed_zero_len_pool_inplace", "seqlens=3:0:65:0:200,Hk=2,Hv=6,dtype=bf16,pool=8,pad=1,inplace=1,cu64=1"},
+    {"packed_f16_kv_raw", "seqlens=1:64:130:7,Hk=1,Hv=2,dtype=f16,layout=kv,gate=raw,l2norm=1"},
+    {"serving", "N=3,T=200,Hk=2,Hv=6,dtype=bf16,gdtype=bf16,gate=raw,beta=logit,l2norm=1,pool=5,pad=1,"
+                "inplace=1,sdtype=bf16"},
+    {"strided", "N=2,T=150,Hk=2,Hv=4,dtype=bf16,strided=1,pool=4,pad=1"},
+    {"scale", "N=1,T=77,Hk=1,Hv=2,dtype=bf16,scale=0.3"},
+    {"no_initial", "N=2,T=96,Hk=2,Hv=4,dtype=bf16,h0=0"},
+    {"no_final", "N=2,T=96,Hk=2,Hv=4,dtype=bf16,ht=0"},
+    {"decay_none", "N=1,T=300,Hk=1,Hv=2,dtype=bf16,decay=none"},
+    {"decay_fast", "N=1,T=300,Hk=1,Hv=2,dtype=bf16,decay=fast"},
+    {"decay_mixed", "N=1,T=300,Hk=1,Hv=3,dtype=bf16,decay=mixed"},
+    {"long_2048", "N=1,T=2048,Hk=1,Hv=2,dtype=bf16"},
+    {"long_2048_none_l2norm", "N=1,T=2048,Hk=1,Hv=2,dtype=bf16,decay=none,l2norm=1"},
+    {"model_heads", "N=2,T=256,Hk=16,Hv=32,dtype=bf16"},
+};
+
+std::vector<Case> oracle_cases() {
+  std::vector<Case> out;
+  for (const Named& n : kOracleCases) {
+    Case c = parse_case(std::string(n.text) + ",K=128,V=128,path=chunked");
+    c.name = n.name;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string s = info.param.name.empty() ? "case" + std::to_string(info.index) : info.param.name;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+class Oracle : public ::testing::TestWithParam<Case> {};
+TEST_P(Oracle, MatchesOracle) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = GetParam();
+  c.seed = fresh_seed();
+  RunOptions opt;
+  opt.backend = GDN_BACKEND_CUDA;
+  const RunResult r = run_case(c, opt);
+  ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << to_string(c) << ": " << r.message;
+  EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << chunked_report(c, r.errors);
+  RecordProperty("rel_err_o", std::to_string(r.errors.o));
+  RecordProperty("rel_err_state", std::to_string(r.errors.final_state));
+}
+INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), case_name);
+
+// ---- one call on device copies of `in` with the given path; outputs downloaded into `in`
+
+gdn_status run_path(GeneratedInputs& in, gdn_path path, uint32_t* error_flags = nullptr) {
+  DeviceBuffers dev(in, 0);
+  gdn_forward_args a = dev.args(in, GDN_BACKEND_CUDA, nullptr);
+  a.path = path;
+  a.error_flags = error_flags;
+  size_t bytes = 0;
+  if (gdn_status s = gdn_forward_workspace_size(&a, &bytes); s != GDN_STATUS_SUCCESS) return s;
+  a = dev.args(in, GDN_BACKEND_CUDA, nullptr, bytes);
+  a.path = path;
+  a.error_flags = error_flags;
+  const gdn_status s = gdn_forward(&a);
+  dev.synchronize(nullptr);
+  if (s == GDN_STATUS_SUCCESS) dev.download(in);
+  return s;
+}
+
+double rel_l2_tensors(const HostTensor& x, const HostTensor& ref) {
+  std::vector<double> a(size_t(x.numel())), b(size_t(ref.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) a[size_t(i)] = x.get(i), b[size_t(i)] = ref.get(i);
+  return rel_l2(a.data(), b.data(), x.numel());
+}
+
+// rel L2 over the state slots the live sequences write (a pool's other slots keep their poison).
+double rel_l2_live_slots(const GeneratedInputs& in, const HostTensor& x, const HostTensor& ref) {
+  const int64_t per_slot = x.numel() / x.shape()[0];
+  std::vector<double> a, b;
+  for (int32_t slot : in.slot) {
+    if (slot < 0) continue;
+    for (int64_t i = slot * per_slot; i < (slot + 1) * per_slot; ++i) a.push_back(x.get(i)), b.push_back(ref.get(i));
+  }
+  return rel_l2(a.data(), b.data(), int64_t(a.size()));
+}
+
+bool same_tensor_bits(const HostTensor& a, const HostTensor& b) {
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (!same_bits(a, b, i)) return false;
+  return true;
+}
+
+// ---- against the recurrent kernel
+
+TEST(Recurrent, ChunkedMatchesRecurrentKernel) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
+                           "seqlens=5:0:190:64,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=6,pad=1"}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs rec = pristine, chk = pristine;
+    ASSERT_EQ(run_path(rec, GDN_PATH_RECURRENT), GDN_STATUS_SUCCESS) << gdn_last_error();
+    ASSERT_EQ(run_path(chk, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    const Tolerance t = chunked_tolerance(c);
+    // the recurrent kernel is f32-exact up to o's rounding: the two differ by about both
+    // paths' errors against the oracle together
+    EXPECT_LE(rel_l2_tensors(chk.o, rec.o), t.o + 4e-3) << to_string(c);
+    EXPECT_LE(rel_l2_live_slots(chk, *chk.final_state_out(), *rec.final_state_out()), t.state) << to_string(c);
+  }
+}
+
+// ---- path auto
+
+TEST(Auto, TakesChunkedFromTheCrossover) {
+  GDN_SKIP_WITHOUT_GPU();
+  const int64_t at = cuda::chunked::kAutoMinTokens;
+  for (int64_t T : {at - 1, at}) {
+    Case c = parse_case("N=2,Hk=2,Hv=4,K=128,V=128,dtype=bf16");
+    c.T = T;
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs by_auto = pristine, by_path = pristine;
+    ASSERT_EQ(run_path(by_auto, GDN_PATH_AUTO), GDN_STATUS_SUCCESS) << gdn_last_error();
+    const gdn_path expected = T >= at ? GDN_PATH_CHUNKED : GDN_PATH_RECURRENT;
+    ASSERT_EQ(run_path(by_path, expected), GDN_STATUS_SUCCESS) << gdn_last_error();
+    EXPECT_TRUE(same_tensor_bits(by_auto.o, by_path.o)) << "T=" << T;
+    EXPECT_TRUE(same_tensor_bits(*by_auto.final_state_out(), *by_path.final_state_out())) << "T=" << T;
+  }
+}
+
+// ---- device-side contract
+
+struct ErrorWord {
+  uint32_t* ptr = nullptr;
+  ErrorWord() {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), sizeof(uint32_t)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr, 0, sizeof(uint32_t)), cudaSuccess);
+  }
+  ~ErrorWord() { cudaFree(ptr); }
+  uint32_t read() const {
+    uint32_t v = 0;
+    EXPECT_EQ(cudaMemcpy(&v, ptr, sizeof v, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
+
+// A bad state index (out of the pool) or cu_seqlens entry: that sequence writes nothing, the
+// flag is raised, every other sequence writes what a valid call writes.
+TEST(Device, InvalidIndicesWriteNothing) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = parse_case("seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6");
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs valid = pristine;
+  ASSERT_EQ(run_path(valid, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+
+  struct Corruption {
+    const char* what;
+    uint32_t flag;
+  };
+  for (const Corruption& k : {Corruption{"state_indices", GDN_ERROR_FLAG_STATE_INDICES},
+                              Corruption{"cu_seqlens", GDN_ERROR_FLAG_CU_SEQLENS}}) {
+    GeneratedInputs bad = pristine;
+    int64_t first = 0, end = 0;  // tokens of the sequences that must write nothing
+    if (k.flag == GDN_ERROR_FLAG_STATE_INDICES) {
+      bad.state_indices.set(1, double(bad.state_slots + 3));  // sequence 1
+      first = bad.bos[1], end = bad.bos[2];
+    } else {
+      bad.cu_seqlens.set(2, double(bad.T_total + 5));  // sequences 1 and 2 use entry 2
+      first = bad.bos[1], end = bad.bos[3];
+    }
+    ErrorWord flags;
+    ASSERT_EQ(run_path(bad, GDN_PATH_CHUNKED, flags.ptr), GDN_STATUS_SUCCESS) << gdn_last_error();
+    EXPECT_EQ(flags.read(), k.flag) << k.what;
+    const int64_t row = c.Hv * c.V;  // o elements per token
+    for (int64_t i = 0; i < bad.o.numel(); ++i) {
+      const int64_t tok = i / row;
+      const bool silent = tok >= first && tok < end;
+      if (silent)
+        ASSERT_TRUE(same_bits(bad.o, pristine.o, i)) << k.what << ": o written at token " << tok;
+      else
+        ASSERT_TRUE(same_bits(bad.o, valid.o, i)) << k.what << ": o differs at token " << tok;
+    }
+    const HostTensor& state = *bad.final_state_out();
+    const int64_t per_slot = c.Hv * c.V * c.K;
+    for (int64_t i = 0; i < state.numel(); ++i) {
+      const int64_t slot = i / per_slot;
+      bool silent = false;
+      for (int64_t n = 0; n < int64_t(bad.slot.size()); ++n)
+        silent = silent || (slot == bad.slot[size_t(n)] &&
+                            (k.flag == GDN_ERROR_FLAG_STATE_INDICES ? n == 1 : (n == 1 || n == 2)));
+      if (silent)
+        ASSERT_TRUE(same_bits(state, *pristine.final_state_out(), i)) << k.what << ": state written, slot " << slot;
+    }
+  }
+}
+
+// One call captured in a CUDA graph and replayed gives the plain call's bits.
+TEST(Device, GraphCaptureReplays) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = parse_case("seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1");
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs plain = pristine, graphed = pristine;
+  ASSERT_EQ(run_path(plain, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    DeviceBuffers dev(graphed, 0);
+    gdn_forward_args a = dev.args(graphed, GDN_BACKEND_CUDA, stream);
+    a.path = GDN_PATH_CHUNKED;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const gdn_status s = gdn_forward(&a);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    ASSERT_EQ(s, GDN_STATUS_SUCCESS) << gdn_last_error();
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    dev.download(graphed);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+  EXPECT_TRUE(same_tensor_bits(graphed.o, plain.o));
+  EXPECT_TRUE(same_tensor_bits(*graphed.final_state_out(), *plain.final_state_out()));
+}
+
+// What the chunked path refuses, by name.
+TEST(Device, RefusesWhatItCannotRun) {
+  GDN_SKIP_WITHOUT_GPU();
+  const Named refused[] = {
+      {"q: dtype f32", "N=1,T=70,Hk=1,Hv=2,K=128,V=128,dtype=f32,path=chunked"},
+      {"K: 64", "N=1,T=70,Hk=1,Hv=2,K=64,V=128,dtype=bf16,path=chunked"},
+      {"state_snapshots", "N=1,T=70,Hk=1,Hv=2,K=128,V=128,dtype=bf16,snap=1,path=chunked"},
+  };
+  for (const Named& r : refused) {
+    Case c = parse_case(r.text);
+    RunOptions opt;
+    opt.backend = GDN_BACKEND_CUDA;
+    opt.compare = false;
+    const RunResult res = run_case(c, opt);
+    EXPECT_EQ(res.status, GDN_STATUS_UNSUPPORTED) << r.text;
+    EXPECT_NE(res.message.find(r.name), std::string::npos) << res.message;
+  }
+}
+
+}  // namespace
+}  // namespace gdn::cuda_test
