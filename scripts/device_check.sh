@@ -78,10 +78,6 @@ run_test() {  # label, env assignments..., binary, gtest args...
 }
 run_test device "$B/bin/cuda_device_test" --gtest_brief=1
 run_test cases "$B/bin/cuda_cases_test" --gtest_brief=1
-for rpt in 2 4 8 16; do
-  run_test "cases-rpt$rpt" GDN_CUDA_DECODE_RPT=$rpt "$B/bin/cuda_cases_test" --gtest_brief=1 \
-    '--gtest_filter=Cuda/Table.*:Cuda/Extra.*'
-done
 grep -h "host cost" "$TESTS" | tee -a "$SUMMARY"
 grep -E '^\[  FAILED  \]' "$TESTS" | sort -u | head -40 | tee -a "$SUMMARY"
 note "tests done ($(elapsed))"
@@ -116,14 +112,10 @@ if [ "$SANITIZE" = 1 ]; then
   sanitize cases memcheck $CS --tool memcheck "$B/bin/cuda_cases_test" --gtest_brief=1 "$small"
   sanitize device memcheck $CS --tool memcheck "$B/bin/cuda_device_test" --gtest_brief=1 \
     '--gtest_filter=InvalidIndices.*:Graph.*:Streams.*'
-  for rpt in 16 8 4; do  # every tile's shared-memory use (the kv kernel exchanges sums through it)
-    sanitize "table-rpt$rpt" racecheck GDN_CUDA_DECODE_RPT=$rpt $CS --tool racecheck "$B/bin/cuda_cases_test" \
-      --gtest_brief=1 '--gtest_filter=Cuda/Table.*'
-  done
-  for rpt in 16 8 2; do
-    sanitize "table-rpt$rpt" memcheck GDN_CUDA_DECODE_RPT=$rpt $CS --tool memcheck "$B/bin/cuda_cases_test" \
-      --gtest_brief=1 '--gtest_filter=Cuda/Table.*:Cuda/Extra.*'
-  done
+  # the kv kernel exchanges partial sums through shared memory
+  sanitize table racecheck $CS --tool racecheck "$B/bin/cuda_cases_test" --gtest_brief=1 '--gtest_filter=Cuda/Table.*'
+  sanitize device racecheck $CS --tool racecheck "$B/bin/cuda_device_test" --gtest_brief=1 \
+    '--gtest_filter=InvalidIndices.*:Graph.*:Streams.*'
   note "sanitizer done ($(elapsed))"
 fi
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import sys
 
 import torch
@@ -31,6 +32,13 @@ import gdn
 import gdn.fla
 
 NAMES = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
+
+
+def recurrent_state(cache, layer_idx=0):
+    """The layer's recurrent state in the cache, across transformers 5.x versions."""
+    if hasattr(cache, "get_recurrent_state"):
+        return cache.get_recurrent_state(layer_idx)
+    return cache.layers[layer_idx].recurrent_states[0]
 
 
 def unwrapped(func):
@@ -71,10 +79,12 @@ def run_layer(layer, config, prompt, token, functions):
     with patched(functions), torch.inference_mode():
         plain = layer(prompt)
         cache = DynamicCache(config=config)
-        prefill = layer(prompt, cache=cache)
-        state_after_prefill = cache.get_recurrent_state(0).clone()
-        decode = layer(token, cache=cache)
-        state_after_decode = cache.get_recurrent_state(0).clone()
+        # the keyword is cache_params in transformers <= 5.17 and cache later
+        key = "cache_params" if "cache_params" in inspect.signature(layer.forward).parameters else "cache"
+        prefill = layer(prompt, **{key: cache})
+        state_after_prefill = recurrent_state(cache).clone()
+        decode = layer(token, **{key: cache})
+        state_after_decode = recurrent_state(cache).clone()
     return {"prefill (no cache)": plain, "prefill (cache)": prefill,
             "state after prefill": state_after_prefill, "decode step": decode,
             "state after decode": state_after_decode}

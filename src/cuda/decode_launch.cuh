@@ -25,10 +25,7 @@ cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
 template <bool KV, int K, class S>
 cudaError_t launch_k(const DecodeParams& p, int rpt, cudaStream_t stream) {
   switch (rpt) {
-    case 2: return launch_tile<KV, K, S, 2>(p, stream);
-    case 4: return launch_tile<KV, K, S, 4>(p, stream);
-    case 8: return launch_tile<KV, K, S, 8>(p, stream);
-    case 16: return launch_tile<KV, K, S, 16>(p, stream);
+    case 4: return launch_tile<KV, K, S, 4>(p, stream);  // decode_tile.h kRpt
     default: return cudaErrorInvalidConfiguration;
   }
 }
