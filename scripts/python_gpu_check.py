@@ -110,7 +110,11 @@ def transformers_reference(func, inp, state_v_first, use_l2):
         h0 = inp["initial_state"]
         if h0 is not None:
             h0 = h0[i:i + 1].transpose(-1, -2) if state_v_first else h0[i:i + 1]
-        o, ht = func(parts["q"][i], parts["k"][i], parts["v"][i], g=parts["g"][i],
+        # older transformers need one key head per value head: repeat in block order, as the
+        # Qwen3-Next layer itself does before calling
+        r = parts["v"][i].shape[2] // parts["q"][i].shape[2]
+        qi, ki = (x.repeat_interleave(r, dim=2) for x in (parts["q"][i], parts["k"][i]))
+        o, ht = func(qi, ki, parts["v"][i], g=parts["g"][i],
                      beta=parts["beta"][i], initial_state=h0, output_final_state=True,
                      use_qk_l2norm_in_kernel=use_l2)
         outs.append(o)
