@@ -76,7 +76,7 @@ if has tool; then
   note "gdn check --backend cuda: rc=$? $(tail -n 1 "$T/check.log")"
   grep FAIL "$T/check.log" | head -20 >> "$SUMMARY"
   timeout 60 "$BIN/gdn" demo > "$T/demo.log" 2>&1; note "gdn demo: rc=$?"; cat "$T/demo.log" >> "$SUMMARY"
-  timeout 60 "$BIN/gdn" bench --backend cuda --cases decode --repeat 20 --commit "$COMMIT" \
+  timeout 150 "$BIN/gdn" bench --backend cuda --cases decode --repeat 20 --commit "$COMMIT" \
     --json "$T/tool-bench.json" > "$T/bench.log" 2>&1
   note "gdn bench --backend cuda: rc=$?"; cat "$T/bench.log" >> "$SUMMARY"
   timeout 90 python3 scripts/oracle_vs_transformers.py --gdn "$BIN/gdn" --json "$FINAL/oracle-vs-transformers.json" \
@@ -90,10 +90,11 @@ if has python; then
   note "== python build: rc=$(cat "$P/build.rc" 2>/dev/null || echo '?') ($(elapsed))"
   tail -n 20 "$P/build.log" >> "$SUMMARY"
   export PYTHONPATH=/tmp/gdn-py:/tmp/site
-  for s in scripts/python_gpu_check.py scripts/hf_layer_check.py bench/bench_binding_overhead.py; do
-    timeout 120 python3 "$s" > "$P/$(basename "$s" .py).log" 2>&1
+  for s in scripts/python_gpu_check.py "scripts/hf_layer_check.py --tokens 64" bench/bench_binding_overhead.py; do
+    log=$P/$(basename "${s%% *}" .py).log
+    timeout 150 python3 $s > "$log" 2>&1
     note "$s: rc=$? ($(elapsed))"
-    tail -n 40 "$P/$(basename "$s" .py).log" >> "$SUMMARY"
+    tail -n 40 "$log" >> "$SUMMARY"
   done
 fi
 

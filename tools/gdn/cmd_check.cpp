@@ -43,7 +43,7 @@ int check_command(const CheckCommand& cmd) {
   table.header();
 
   nlohmann::json results = nlohmann::json::array();
-  int passed = 0;
+  int passed = 0, skipped = 0;  // skipped: configurations the backend does not support
   harness::RunOptions options;
   options.backend = cmd.backend;
   for (const Case& c : cases) {
@@ -51,9 +51,11 @@ int check_command(const CheckCommand& cmd) {
     const harness::Tolerance tol = harness::tolerance(c, cmd.backend, c.path);
     const bool ran = r.status == GDN_STATUS_SUCCESS;
     const bool pass = ran && r.errors.pass(tol);
+    const bool skip = r.status == GDN_STATUS_UNSUPPORTED;
     passed += pass;
+    skipped += skip;
     const bool has_state = c.final_state, has_snapshots = c.snapshots || c.snapshot_pool;
-    table.row({pass ? "PASS" : "FAIL",
+    table.row({pass ? "PASS" : skip ? "SKIP" : "FAIL",
                ran ? scientific(r.errors.o) : "-", "(" + scientific(tol.o) + ")",
                ran ? error_cell(r.errors.final_state, has_state) : "-", "(" + scientific(tol.state) + ")",
                ran ? error_cell(r.errors.snapshots, has_snapshots) : "-",
@@ -75,10 +77,11 @@ int check_command(const CheckCommand& cmd) {
                        {"tol_state", tol.state},
                        {"detail", r.errors.detail},
                        {"ms", r.ms},
-                       {"pass", pass}});
+                       {"pass", pass},
+                       {"skipped", skip}});
   }
-  const int failed = int(cases.size()) - passed;
-  std::cout << passed << " passed, " << failed << " failed\n";
+  const int failed = int(cases.size()) - passed - skipped;
+  std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
 
   if (!cmd.json.empty()) {
     std::ofstream out(cmd.json);
@@ -86,6 +89,7 @@ int check_command(const CheckCommand& cmd) {
                           {"version", gdn_version_string()},
                           {"passed", passed},
                           {"failed", failed},
+                          {"skipped", skipped},
                           {"cases", results}}
                .dump(2)
         << "\n";
