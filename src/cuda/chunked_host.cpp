@@ -15,17 +15,15 @@
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_params.h"
 #include "cuda/chunked_tile.h"
+#include "cuda/host_common.h"
 
 namespace gdn {
 namespace {
 
 namespace ck = cuda::chunked;
-
-gdn_dtype state_dtype(const Problem& p) {
-  if (p.initial_state.data) return p.initial_state.dtype;
-  if (p.final_state.data) return p.final_state.dtype;
-  return GDN_DTYPE_F32;
-}
+using cuda::DeviceScope;
+using cuda::device_error;
+using cuda::state_dtype;
 
 // The configuration table's row of the cuda chunked path (the one place its dtypes and head
 // dims are listed).
@@ -54,25 +52,6 @@ int64_t tokens_per_sequence(const Problem& p) {
   return p.packed ? p.T_total / (p.N > 0 ? p.N : 1) : p.T;
 }
 
-ck::TokenRef token_ref(const TokenTensor& t) {
-  ck::TokenRef r;
-  r.p = t.data;
-  r.seq = t.seq;
-  r.tok = t.tok;
-  r.head = t.head;
-  r.dtype = t.dtype;
-  return r;
-}
-
-ck::StateRef state_ref(const StateTensor& s) {
-  ck::StateRef r;
-  r.p = s.data;
-  r.slot = s.slot;
-  r.head = s.head;
-  r.row = s.row;
-  return r;
-}
-
 ck::ChunkParams make_params(const Problem& p) {
   ck::ChunkParams c;
   c.N = p.N;
@@ -81,21 +60,21 @@ ck::ChunkParams make_params(const Problem& p) {
   c.Hk = int32_t(p.Hk);
   c.Hv = int32_t(p.Hv);
   c.ratio = int32_t(p.ratio);
-  c.q = token_ref(p.q);
-  c.k = token_ref(p.k);
-  c.v = token_ref(p.v);
-  c.o = token_ref(p.o);
-  c.g = token_ref(p.g);
-  c.beta = token_ref(p.beta);
-  c.a = token_ref(p.a);
+  c.q = cuda::token_view(p.q);
+  c.k = cuda::token_view(p.k);
+  c.v = cuda::token_view(p.v);
+  c.o = cuda::token_view(p.o);
+  c.g = cuda::token_view(p.g);
+  c.beta = cuda::token_view(p.beta);
+  c.a = cuda::token_view(p.a);
   c.A_log = p.A_log.data;
   c.A_log_stride = p.A_log.stride;
   c.A_log_dtype = p.A_log.dtype;
   c.dt_bias = p.dt_bias.data;
   c.dt_bias_stride = p.dt_bias.stride;
   c.dt_bias_dtype = p.dt_bias.dtype;
-  c.h0 = state_ref(p.initial_state);
-  c.ht = state_ref(p.final_state);
+  c.h0 = cuda::state_view(p.initial_state);
+  c.ht = cuda::state_view(p.final_state);
   c.state_bf16 = state_dtype(p) == GDN_DTYPE_BF16;
   c.state_kv = p.state_layout == GDN_STATE_KV;
   c.cu_seqlens = p.packed ? p.cu_seqlens : nullptr;
@@ -112,32 +91,6 @@ ck::ChunkParams make_params(const Problem& p) {
   return c;
 }
 
-// Makes `device` current for the scope, restoring the caller's device after.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    status_ = cudaGetDevice(&previous_);
-    if (status_ == cudaSuccess && previous_ != device) {
-      status_ = cudaSetDevice(device);
-      switched_ = status_ == cudaSuccess;
-    }
-  }
-  ~DeviceScope() {
-    if (switched_) cudaSetDevice(previous_);
-  }
-  cudaError_t status() const { return status_; }
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-  cudaError_t status_ = cudaSuccess;
-};
-
-gdn_status device_error(cudaError_t e, const char* what) {
-  cudaGetLastError();
-  return fail(GDN_STATUS_DEVICE_ERROR, "cuda: %s failed: %s (%s)", what, cudaGetErrorString(e),
-              cudaGetErrorName(e));
-}
 
 }  // namespace
 

@@ -123,7 +123,7 @@ struct RawGates {
 __device__ __forceinline__ RawGates load_raw_gates(const ChunkParams& p, int64_t n, const Seq& sq,
                                                    int h, int64_t c, int lane) {
   RawGates r;
-  const TokenRef& gate = p.gate == GDN_GATE_RAW ? p.a : p.g;
+  const TokenView& gate = p.gate == GDN_GATE_RAW ? p.a : p.g;
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int64_t t = c * kC + 2 * lane + e;

@@ -6,21 +6,9 @@
 
 #include <cstdint>
 
+#include "cuda/views.h"
+
 namespace gdn::cuda::chunked {
-
-// A per-token tensor: element (n, t, h, i) at p + n * seq + (bos(n) + t) * tok + h * head + i.
-struct TokenRef {
-  void* p = nullptr;
-  int64_t seq = 0, tok = 0, head = 0;  // elements
-  int32_t dtype = 0;                    // gdn_dtype
-};
-
-// A state tensor, dense [N, Hv, R, C] or a pool [P, Hv, R, C]: element (slot, h, r, c) at
-// p + slot * slot + h * head + r * row + c.
-struct StateRef {
-  void* p = nullptr;
-  int64_t slot = 0, head = 0, row = 0;  // elements
-};
 
 struct ChunkParams {
   // ---- sizes (SPEC letters)
@@ -30,17 +18,17 @@ struct ChunkParams {
   int32_t Hk = 0, Hv = 0, ratio = 0;
 
   // ---- per-token tensors
-  TokenRef q, k;        // [N, T, Hk, K]; the kernel's input dtype (bf16 or f16)
-  TokenRef v, o;        // [N, T, Hv, V]; same dtype
-  TokenRef g, beta, a;  // [N, T, Hv]; f32 or the input dtype; g absent for gate raw
+  TokenView q, k;        // [N, T, Hk, K]; the kernel's input dtype (bf16 or f16)
+  TokenView v, o;        // [N, T, Hv, V]; same dtype
+  TokenView g, beta, a;  // [N, T, Hv]; f32 or the input dtype; g absent for gate raw
   const void* A_log = nullptr;    // [Hv] (gate raw)
   const void* dt_bias = nullptr;  // [Hv] (gate raw)
   int64_t A_log_stride = 0, dt_bias_stride = 0;
   int32_t A_log_dtype = 0, dt_bias_dtype = 0;
 
   // ---- states: f32 or bf16 storage, f32 math
-  StateRef h0;              // initial; p null: zeros
-  StateRef ht;              // final, same slots; p null: not written; may equal h0.p (in place)
+  StateView h0;              // initial; p null: zeros
+  StateView ht;              // final, same slots; p null: not written; may equal h0.p (in place)
   int32_t state_bf16 = 0;   // storage dtype bf16 (else f32)
   int32_t state_kv = 0;     // layout kv (else vk)
 

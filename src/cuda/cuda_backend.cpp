@@ -19,16 +19,17 @@
 #include "cuda/decode_launch.h"
 #include "cuda/decode_params.h"
 #include "cuda/decode_tile.h"
+#include "cuda/host_common.h"
 
 namespace gdn {
 namespace {
 
 using cuda::DecodeParams;
-
-gdn_status device_error(cudaError_t e, const char* what) {
-  return fail(GDN_STATUS_DEVICE_ERROR, "cuda: %s failed: %s (%s)", what, cudaGetErrorString(e),
-              cudaGetErrorName(e));
-}
+using cuda::DeviceScope;
+using cuda::device_error;
+using cuda::state_dtype;
+using cuda::state_view;
+using cuda::token_view;
 
 // Multiprocessors of `device`, queried once per device.
 int sm_count(int device) {
@@ -103,33 +104,6 @@ gdn_status check_alignment(const Problem& p) {
     if (s != GDN_STATUS_SUCCESS) return s;
   }
   return GDN_STATUS_SUCCESS;
-}
-
-cuda::TokenView token_view(const TokenTensor& t) {
-  cuda::TokenView v;
-  v.p = t.data;
-  v.seq = t.seq;
-  v.tok = t.tok;
-  v.head = t.head;
-  v.dtype = t.dtype;
-  return v;
-}
-
-cuda::StateView state_view(const StateTensor& s) {
-  cuda::StateView v;
-  v.p = s.data;
-  v.slot = s.slot;
-  v.head = s.head;
-  v.row = s.row;
-  return v;
-}
-
-gdn_dtype state_dtype(const Problem& p) {
-  if (p.initial_state.data) return p.initial_state.dtype;
-  if (p.final_state.data) return p.final_state.dtype;
-  if (p.snapshots_dense.data) return p.snapshots_dense.dtype;
-  if (p.snapshots_pool.data) return p.snapshots_pool.dtype;
-  return GDN_DTYPE_F32;
 }
 
 // A bf16 state that lives through several tokens is staged in f32 between them (rounded to bf16
@@ -237,27 +211,6 @@ gdn_status check_pointers(const Problem& p) {
   }
   return GDN_STATUS_SUCCESS;
 }
-
-// Makes p.device_id current for the scope, restoring the caller's device after.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    status_ = cudaGetDevice(&previous_);
-    if (status_ == cudaSuccess && previous_ != device) {
-      status_ = cudaSetDevice(device);
-      switched_ = status_ == cudaSuccess;
-    }
-  }
-  ~DeviceScope() {
-    if (switched_) cudaSetDevice(previous_);
-  }
-  cudaError_t status() const { return status_; }
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-  cudaError_t status_ = cudaSuccess;
-};
 
 }  // namespace
 

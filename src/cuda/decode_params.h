@@ -7,21 +7,9 @@
 
 #include <cstdint>
 
+#include "cuda/views.h"
+
 namespace gdn::cuda {
-
-// A per-token tensor: element (n, t, h, i) at p + n * seq + (bos(n) + t) * tok + h * head + i.
-struct TokenView {
-  void* p = nullptr;
-  int64_t seq = 0, tok = 0, head = 0;  // elements
-  int32_t dtype = 0;                    // gdn_dtype: f32, bf16 or f16
-};
-
-// A state tensor, dense [N, Hv, R, C] or a pool [P, Hv, R, C]: element (slot, h, r, c) at
-// p + slot * slot + h * head + r * row + c. Always 16-byte aligned (cuda_can_implement).
-struct StateView {
-  void* p = nullptr;
-  int64_t slot = 0, head = 0, row = 0;  // elements
-};
 
 // Tag type of bf16 state storage (the kernels' state element type is float or Bf16).
 struct Bf16 {
