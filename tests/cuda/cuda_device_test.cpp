@@ -3,7 +3,9 @@
 //     the sequence writes nothing, the others are right, the flag is raised;
 //   - one kernel per call, capturable in a CUDA graph, replayed to the same result;
 //   - two streams running different problems concurrently both match;
-//   - host memory or misaligned tensors given to the cuda backend are rejected, nothing written;
+//   - host memory or misaligned tensors given to the cuda backend, and device memory given to
+//     the cpu backend, are rejected, nothing written;
+//   - host_check_indices reports bad device-resident indices before launch, nothing written;
 //   - the host cost of a plain launch (reported).
 // Every test skips without a GPU.
 #include <cuda_runtime_api.h>
@@ -248,6 +250,37 @@ TEST(Rejects, HostMemoryLabelledCuda) {
   EXPECT_NE(message.find("host memory"), std::string::npos) << message;
   EXPECT_EQ(message.rfind("q:", 0), 0u) << message;
   for (int64_t i = 0; i < in.o.numel(); ++i) ASSERT_TRUE(same_bits(pristine.o, in.o, i)) << "o written";
+}
+
+TEST(Rejects, DeviceMemoryLabelledCpu) {
+  GDN_SKIP_WITHOUT_GPU();
+  DeviceCase d(parse_case("N=2,T=1,Hk=2,Hv=4,K=64,V=64"));
+  gdn_forward_args a = d.args;  // device pointers, described as host memory for the cpu backend
+  a.backend = GDN_BACKEND_CPU;
+  for (gdn_tensor* t : {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.initial_state, &a.o, &a.final_state})
+    t->device_type = GDN_DEVICE_CPU;
+  EXPECT_EQ(gdn_forward(&a), GDN_STATUS_INVALID_ARGUMENT);
+  const std::string message = gdn_last_error();
+  EXPECT_EQ(message.rfind("q:", 0), 0u) << message;
+  EXPECT_NE(message.find("CUDA device memory"), std::string::npos) << message;
+  d.download();
+  for (int64_t i = 0; i < d.out.o.numel(); ++i) ASSERT_TRUE(same_bits(d.pristine.o, d.out.o, i)) << "o written";
+}
+
+TEST(HostCheckIndices, BadStateIndexRejectedBeforeLaunch) {
+  GDN_SKIP_WITHOUT_GPU();
+  DeviceCase d(parse_case("N=4,T=2,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,inplace=1"));
+  poke(d.args.state_indices, 1, 9);  // P = 6: out of [-1, P)
+  d.args.host_check_indices = 1;
+  EXPECT_EQ(gdn_forward(&d.args), GDN_STATUS_INVALID_ARGUMENT);
+  const std::string message = gdn_last_error();
+  EXPECT_EQ(message.rfind("state_indices:", 0), 0u) << message;
+  EXPECT_NE(message.find("9"), std::string::npos) << message;
+  d.download();  // nothing written: every output and every pool slot as before
+  for (int64_t i = 0; i < d.out.o.numel(); ++i) ASSERT_TRUE(same_bits(d.pristine.o, d.out.o, i)) << "o written";
+  const HostTensor* before = d.pristine.final_state_out();
+  const HostTensor* after = d.out.final_state_out();
+  for (int64_t i = 0; i < before->numel(); ++i) ASSERT_TRUE(same_bits(*before, *after, i)) << "state written";
 }
 
 TEST(Rejects, MisalignedVectorAccess) {
