@@ -38,11 +38,16 @@ std::string coords(const std::vector<int64_t>& shape, int64_t index) {
 
 // Checks one output: `rule(row)` for each row of its logical shape, the rest of its storage
 // unchanged. Returns the relative L2 error over the compared rows; fills the flags of `e`.
+// Rows are checked in parallel for large tensors (benchmark cases); a problem found is
+// reported under a lock, so `e.detail` names one of them.
 double check_tensor(const char* name, const HostTensor& before, const HostTensor& after,
                     const HostTensor* ref, const std::function<RowRule(int64_t)>& rule, Errors& e) {
   auto problem = [&](bool& flag, const std::string& what) {
-    if (e.detail.empty()) e.detail = std::string(name) + ": " + what;
-    flag = false;
+#pragma omp critical(gdn_harness_check_problem)
+    {
+      if (e.detail.empty()) e.detail = std::string(name) + ": " + what;
+      flag = false;
+    }
   };
   const int64_t size = dtype_size(after.dtype());
   const uint64_t poison = poison_bits(after.dtype());
@@ -50,13 +55,15 @@ double check_tensor(const char* name, const HostTensor& before, const HostTensor
   const char* b = static_cast<const char*>(before.data());
   const int64_t n = after.shape().back();
   const int64_t rows = after.numel() / n;
-  std::vector<bool> covered(size_t(after.storage_elements()), false);
-  Sums sums;
+  const int64_t storage = after.storage_elements();
+  std::vector<uint8_t> covered(size_t(storage), 0);  // bytes, not bits: written concurrently
+  double diff = 0, ref_sq = 0, out_sq = 0;
+#pragma omp parallel for schedule(static) reduction(+ : diff, ref_sq, out_sq) if (rows * n > (int64_t{1} << 20))
   for (int64_t row = 0; row < rows; ++row) {
     const RowRule r = rule(row);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at = after.offset(row * n + i);
-      covered[size_t(at)] = true;
+      covered[size_t(at)] = 1;
       const char* pa = a + at * size;
       if (r.expect == Expect::kUnchanged) {
         if (std::memcmp(pa, b + at * size, size_t(size)) != 0)
@@ -81,18 +88,23 @@ double check_tensor(const char* name, const HostTensor& before, const HostTensor
                   "padding output not zero at " + coords(after.shape(), row * n + i));
         continue;
       }
-      sums.out += x * x;
+      out_sq += x * x;
       if (r.ref >= 0) {
         const double y = ref->get(r.ref + i);
-        sums.diff += (x - y) * (x - y);
-        sums.ref += y * y;
+        diff += (x - y) * (x - y);
+        ref_sq += y * y;
       }
     }
   }
-  for (int64_t at = 0; at < after.storage_elements(); ++at) {
+#pragma omp parallel for schedule(static) if (storage > (int64_t{1} << 20))
+  for (int64_t at = 0; at < storage; ++at) {
     if (!covered[size_t(at)] && std::memcmp(a + at * size, b + at * size, size_t(size)) != 0)
       problem(e.untouched_ok, "stride gap changed at storage element " + std::to_string(at));
   }
+  Sums sums;
+  sums.diff = diff;
+  sums.ref = ref_sq;
+  sums.out = out_sq;
   return sums.rel();
 }
 

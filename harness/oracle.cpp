@@ -43,12 +43,20 @@ gdn_status run_oracle(const GeneratedInputs& pristine, int64_t sample_heads, Ora
   a.a = narrow(a.a, a.a.ndim - 1, heads);
   a.A_log = narrow(a.A_log, 0, heads);
   a.dt_bias = narrow(a.dt_bias, 0, heads);
-  // all states share one dtype: the oracle's is f64, and the initial state converts exactly
+  // all states share one dtype: the oracle's is f64, and the initial state converts exactly;
+  // only the sampled heads are converted ([P, heads, R, C] of [P, Hv, R, C])
   HostTensor initial;
   if (pristine.initial_state.present()) {
-    initial = HostTensor(GDN_DTYPE_F64, pristine.initial_state.shape());
-    for (int64_t i = 0; i < initial.numel(); ++i) initial.set(i, pristine.initial_state.get(i));
-    a.initial_state = narrow(initial.view(), 1, heads);
+    const std::vector<int64_t>& shape = pristine.initial_state.shape();
+    const int64_t slots = shape[0], head_elems = shape[2] * shape[3];
+    initial = HostTensor(GDN_DTYPE_F64, {slots, heads, shape[2], shape[3]});
+#pragma omp parallel for schedule(static) if (slots * heads * head_elems > (int64_t{1} << 20))
+    for (int64_t s = 0; s < slots; ++s)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < head_elems; ++i)
+          initial.set((s * heads + h) * head_elems + i,
+                      pristine.initial_state.get((s * c.Hv + h) * head_elems + i));
+    a.initial_state = initial.view();
   }
 
   std::vector<int64_t> tokens =
