@@ -8,7 +8,9 @@
 #              transformers Qwen3-Next functions (scripts/oracle_vs_transformers.py);
 #   python     the package built there (pip, in the background from the start), then
 #              scripts/python_gpu_check.py, scripts/hf_layer_check.py and
-#              bench/bench_binding_overhead.py.
+#              bench/bench_binding_overhead.py;
+#   lab        (not in the default list) bench/decode_lab.cu: the SIGILL probe of the decode
+#              tiles and the decode design comparison against a device copy (under 2 minutes).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
@@ -20,7 +22,8 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--pack" ]; then
   B=${BUILD:-build}
   rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
-  cp -L "$B"/bin/* .devbuild/bin/
+  cp -L "$B"/bin/* .devbuild/bin/  # gdn_decode_lab among them when built with GDN_CUDA
+  [ -x .devbuild/bin/gdn_decode_lab ] || echo "note: $B/bin/gdn_decode_lab not built (phase lab needs it)"
   cp -L "$B"/lib/libgdn.so .devbuild/lib/ && cp -L "$B"/lib/libgdn.so .devbuild/lib/libgdn.so.0.1
   cp -L /usr/lib/x86_64-linux-gnu/libgomp.so.1 .devbuild/lib/
   [ -d .devdeps/googletest ] || cp -r /usr/src/googletest .devdeps/
@@ -31,7 +34,7 @@ fi
 PHASES=${*:-recurrent chunked tool python}
 FINAL=${OUT:-$PWD/device-out}
 WORK=/tmp/gdn-pass
-rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python} "$FINAL"
+rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python,lab} "$FINAL"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
 export GDN_DEVICE_BUILD=.devbuild
 export LD_LIBRARY_PATH=$PWD/.devbuild/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -96,6 +99,12 @@ if has python; then
     note "$s: rc=$? ($(elapsed))"
     tail -n 40 "$log" >> "$SUMMARY"
   done
+fi
+
+if has lab; then
+  timeout 120 "$BIN/gdn_decode_lab" > "$WORK/lab/lab.log" 2>&1
+  note "== decode lab: rc=$? ($(elapsed))"
+  cat "$WORK/lab/lab.log" >> "$SUMMARY"
 fi
 
 tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null
