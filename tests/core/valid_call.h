@@ -160,6 +160,13 @@ void store_int(Enum& field, int value) {
   std::memcpy(&field, &value, sizeof value);
 }
 
+// The valid configuration after `change`.
+inline Config with(void (*change)(Config&)) {
+  Config c;
+  change(c);
+  return c;
+}
+
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }

@@ -10,14 +10,9 @@ namespace {
 
 using valid::Call;
 using valid::Config;
+using valid::with;
 using valid::expect_invalid;
 using valid::expect_unsupported;
-
-Config with(void (*change)(Config&)) {
-  Config c;
-  change(c);
-  return c;
-}
 
 TEST(Validation, AcceptsEveryBaselineVariant) {
   for (bool packed : {false, true})

@@ -10,13 +10,8 @@ namespace {
 
 using valid::Call;
 using valid::Config;
+using valid::with;
 using valid::expect_invalid;
-
-Config with(void (*change)(Config&)) {
-  Config c;
-  change(c);
-  return c;
-}
 
 // ---- cu_seqlens (valid: [0, 1, 3], T_total = 3)
 

@@ -7,14 +7,9 @@ namespace {
 
 using valid::Call;
 using valid::Config;
+using valid::with;
 using valid::expect_invalid;
 using valid::expect_unsupported;
-
-Config with(void (*change)(Config&)) {
-  Config c;
-  change(c);
-  return c;
-}
 
 // One dimension of one tensor off by one: the message names the tensor, the dimension with its
 // value, and the tensor it disagrees with with its value.

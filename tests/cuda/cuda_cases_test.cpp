@@ -105,13 +105,6 @@ std::vector<Case> extra_cases() {
   return out;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string s = info.param.name.empty() ? "case" + std::to_string(info.index) : info.param.name;
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
-
 class Builtin : public ::testing::TestWithParam<Case> {};
 TEST_P(Builtin, MatchesOracle) { expect_matches_oracle(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cuda, Builtin, ::testing::ValuesIn(builtin_cuda_cases()), case_name);

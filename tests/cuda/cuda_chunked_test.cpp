@@ -82,13 +82,6 @@ std::vector<Case> oracle_cases() {
   return out;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string s = info.param.name.empty() ? "case" + std::to_string(info.index) : info.param.name;
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
-
 class Oracle : public ::testing::TestWithParam<Case> {};
 TEST_P(Oracle, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
@@ -185,20 +178,6 @@ TEST(Auto, TakesChunkedFromTheCrossover) {
 }
 
 // ---- device-side contract
-
-struct ErrorWord {
-  uint32_t* ptr = nullptr;
-  ErrorWord() {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), sizeof(uint32_t)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(ptr, 0, sizeof(uint32_t)), cudaSuccess);
-  }
-  ~ErrorWord() { cudaFree(ptr); }
-  uint32_t read() const {
-    uint32_t v = 0;
-    EXPECT_EQ(cudaMemcpy(&v, ptr, sizeof v, cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
 
 // A bad state index (out of the pool) or cu_seqlens entry: that sequence writes nothing, the
 // flag is raised, every other sequence writes what a valid call writes.

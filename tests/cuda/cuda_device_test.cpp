@@ -44,21 +44,6 @@ struct DeviceCase {
   Errors check() const { return check_outputs(pristine, out, oracle); }
 };
 
-// Device memory for the kernels' error word, zeroed.
-struct ErrorWord {
-  uint32_t* ptr = nullptr;
-  ErrorWord() {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), sizeof(uint32_t)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(ptr, 0, sizeof(uint32_t)), cudaSuccess);
-  }
-  ~ErrorWord() { cudaFree(ptr); }
-  uint32_t read() const {
-    uint32_t v = 0;
-    EXPECT_EQ(cudaMemcpy(&v, ptr, sizeof v, cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
-
 // Element offset of token `p` (dense: n * T + t) and value head h in o, V elements from there.
 int64_t o_index(const Case& c, int64_t p, int64_t h) { return (p * c.Hv + h) * c.V; }
 

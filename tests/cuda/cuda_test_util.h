@@ -1,8 +1,11 @@
 // Shared by the cuda tests: skipping without a GPU, the CUDA rows of the configuration table,
-// reports, and bit-level comparisons of host copies.
+// reports, bit-level comparisons of host copies, test names of cases, the device error word.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+
+#include <cctype>
 
 #include <cstdint>
 #include <cstring>
@@ -34,6 +37,31 @@ inline bool have_gpu() {
   do {                                                                     \
     if (!::gdn::cuda_test::have_gpu()) GTEST_SKIP() << "no CUDA device";   \
   } while (0)
+
+// A gtest name for a case: its label (or its index), non-alphanumerics as '_'.
+inline std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string s = info.param.name.empty() ? "case" + std::to_string(info.index) : info.param.name;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+// Device memory for the kernels' error word (GDN_ERROR_FLAG_*), zeroed.
+struct ErrorWord {
+  uint32_t* ptr = nullptr;
+  ErrorWord() {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), sizeof(uint32_t)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr, 0, sizeof(uint32_t)), cudaSuccess);
+  }
+  ~ErrorWord() { cudaFree(ptr); }
+  ErrorWord(const ErrorWord&) = delete;
+  ErrorWord& operator=(const ErrorWord&) = delete;
+  uint32_t read() const {
+    uint32_t v = 0;
+    EXPECT_EQ(cudaMemcpy(&v, ptr, sizeof v, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
 
 // Whether a row of the configuration table gives the cuda backend's recurrent path this case.
 inline bool cuda_supports(const Case& c) {
