@@ -91,7 +91,6 @@ ck::ChunkParams make_params(const Problem& p) {
   return c;
 }
 
-
 }  // namespace
 
 bool cuda_chunked_selected(const Problem& p) {
