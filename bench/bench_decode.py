@@ -3,17 +3,17 @@
 libgdn.so) side by side with flash-linear-attention's fused_recurrent_gated_delta_rule, in one
 process, on the same inputs, both timed inside CUDA graphs (BENCH.md).
 
-    python3 bench/bench_decode.py --lib build-cuda/lib/libgdn.so --out DIR [--sweep]
+    python3 bench/bench_decode.py --lib build-cuda/lib/libgdn.so --out DIR
 
 Cases (BENCH.md): Hk=16, Hv=32, K=V=128, bf16 q/k/v, f32 g/beta, B in {1,16,64,256,1024}:
 decode-B{B}-vk, decode-B{B}-kv (f32 state), decode-B{B}-vk-bf16state, verify-B64-T4 (per-token
 states), decode-B1-vk-plain (one plain launch per step: the host cost), and
-decode-B256-vk-serving (raw gate + q/k L2 norm + beta logit + state pool, in place).
+decode-B256-vk-serving (raw gate + q/k L2 norm + beta logit + state pool, in place), and
+decode-B256-vk-outofplace (the final state to its own buffer, as fla writes it).
 
 Timing: many steps captured in one graph, rotating over enough input sets that the state
 traffic is several times the 60 MB L2; replays timed with CUDA events; the median per step.
 State GB/s counts the bytes of state read and written (final state and snapshots).
---sweep also times every rows-per-thread tile (GDN_CUDA_DECODE_RPT, one child process each).
 Writes DIR/<date>-h200-decode.json (BENCH.md "Results file") and prints a table last.
 """
 import argparse
@@ -68,16 +68,16 @@ def gdn_step(gdn, a):
 
 
 # ---- inputs (SPEC.md's distributions) -------------------------------------------------------
-def make_inputs(B, T, layout, sdtype, serving=False, state_out=False, gen=None):
+def make_inputs(B, T, layout, sdtype, serving=False, state_out=False, gen=None, in_dtype=torch.bfloat16):
     dev = "cuda"
     x = {}
     q = torch.randn(B, T, HK, K, device=dev, generator=gen)
     k = torch.randn(B, T, HK, K, device=dev, generator=gen)
     if not serving:  # the kernel normalises in the serving case
         k = F.normalize(k, dim=-1)
-    x["q"], x["k"] = q.bfloat16(), k.bfloat16()
-    x["v"] = torch.randn(B, T, HV, V, device=dev, generator=gen).bfloat16()
-    x["o"] = torch.empty(B, T, HV, V, device=dev, dtype=torch.bfloat16)
+    x["q"], x["k"] = q.to(in_dtype), k.to(in_dtype)
+    x["v"] = torch.randn(B, T, HV, V, device=dev, generator=gen).to(in_dtype)
+    x["o"] = torch.empty(B, T, HV, V, device=dev, dtype=in_dtype)
     b = torch.randn(B, T, HV, device=dev, generator=gen)
     if serving:
         x["beta"] = b  # logit
@@ -184,16 +184,17 @@ def state_traffic(B, T, sdtype, snapshots):
 
 
 def run_case(gdn, fla_fn, name, B, T, layout, sdtype, serving=False, snapshots=False, peer=True,
-             peer_sdtype=None, note=None):
+             peer_sdtype=None, note=None, inplace=True, in_dtype=torch.bfloat16):
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
     nsets = sets_needed(B, T, layout, sdtype, serving)
     flags = torch.zeros(1, device="cuda", dtype=torch.int32)
-    sets = [make_inputs(B, T, layout, sdtype, serving, gen=gen) for _ in range(nsets)]
+    sets = [make_inputs(B, T, layout, sdtype, serving, state_out=not inplace, gen=gen, in_dtype=in_dtype)
+            for _ in range(nsets)]
     snaps = None
     if snapshots:
         rc = (V, K) if layout == STATE_VK else (K, V)
         snaps = torch.empty(B, T, HV, *rc, device="cuda", dtype=sdtype)
-    args = [decode_args(x, layout, inplace=True, serving=serving, snapshots=snaps, flags=flags) for x in sets]
+    args = [decode_args(x, layout, inplace=inplace, serving=serving, snapshots=snaps, flags=flags) for x in sets]
     steps = max(nsets, 20)
     ours_steps = [(lambda a=args[i % nsets]: gdn_step(gdn, a)) for i in range(steps)]
     ours_ms = time_graph(ours_steps)
@@ -272,7 +273,7 @@ def plain_case(gdn, fla_fn):
     return res
 
 
-def decode_cases(sweep=False):
+def decode_cases():
     """(name, B, T, layout, state dtype, kwargs) of every case, BENCH.md's order."""
     out = []
     for B in (1, 16, 64, 256, 1024):
@@ -285,43 +286,18 @@ def decode_cases(sweep=False):
                          note="peer: fla reads the bf16 state and writes an f32 final state (it has no bf16 one)")))
     out.append(("verify-B64-T4", 64, 4, STATE_VK, torch.float32,
                 dict(snapshots=True, peer=False, note="per-token states [N, T, Hv, V, K]: fla has no such output")))
-    if not sweep:
-        out.append(("verify-B64-T4-nosnap", 64, 4, STATE_VK, torch.float32,
-                    dict(note="reference: T = 4 without per-token states, which fla can run")))
-        out.append(("decode-B256-vk-serving", 256, 1, STATE_VK, torch.float32,
-                    dict(serving=True, note="raw gate + q/k L2 norm + beta logit + state pool, in place; "
-                                            "peer: the same fused gate and norms, dense state")))
+    out.append(("verify-B64-T4-nosnap", 64, 4, STATE_VK, torch.float32,
+                dict(note="reference: T = 4 without per-token states, which fla can run")))
+    out.append(("decode-B256-vk-serving", 256, 1, STATE_VK, torch.float32,
+                dict(serving=True, note="raw gate + q/k L2 norm + beta logit + state pool, in place; "
+                                        "peer: the same fused gate and norms, dense state")))
+    out.append(("decode-B256-vk-outofplace", 256, 1, STATE_VK, torch.float32,
+                dict(inplace=False, note="ours writes the final state to its own buffer, as fla does")))
+    out.append(("decode-B256-vk-f32inputs", 256, 1, STATE_VK, torch.float32,
+                dict(in_dtype=torch.float32, note="f32 q/k/v/o for both")))
+    out.append(("decode-B256-vk-again", 256, 1, STATE_VK, torch.float32,
+                dict(note="decode-B256-vk once more, last: drift between the start and end of the run")))
     return out
-
-
-def sweep_child(lib):
-    gdn = gc.Gdn(lib)
-    rows = []
-    for name, B, T, layout, sdtype, kw in decode_cases(sweep=True):
-        kw = {k: v for k, v in kw.items() if k in ("snapshots", "serving")}
-        r = run_case(gdn, None, name, B, T, layout, sdtype, peer=False, **kw)
-        rows.append(dict(name=name, ms=r["ours_ms"], gbps=r["state_gbps"]))
-    print("SWEEP " + json.dumps(rows), flush=True)
-
-
-def sweep(lib, out_dir):
-    table = {}
-    for rpt in (2, 4, 8, 16):
-        env = dict(os.environ, GDN_CUDA_DECODE_RPT=str(rpt))
-        p = subprocess.run([sys.executable, __file__, "--lib", lib, "--sweep-child"], env=env,
-                           capture_output=True, text=True, timeout=300)
-        line = [l for l in p.stdout.splitlines() if l.startswith("SWEEP ")]
-        if not line:
-            print(f"sweep rpt={rpt} failed: {p.stderr[-2000:]}", file=sys.stderr)
-            continue
-        for row in json.loads(line[0][6:]):
-            table.setdefault(row["name"], {})[rpt] = row["gbps"]
-    with open(os.path.join(out_dir, "sweep.json"), "w") as f:
-        json.dump(table, f, indent=1)
-    print("\nrows-per-thread sweep (state GB/s; a tile invalid for the layout falls back to the heuristic)")
-    print(f"{'case':28s}" + "".join(f"{'rpt=' + str(r):>10s}" for r in (2, 4, 8, 16)))
-    for name, row in table.items():
-        print(f"{name:28s}" + "".join(f"{row.get(r, float('nan')):10.0f}" for r in (2, 4, 8, 16)))
 
 
 def main():
@@ -329,12 +305,7 @@ def main():
     ap.add_argument("--lib", default="build-cuda/lib/libgdn.so")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--commit", default=os.environ.get("GDN_COMMIT", "unknown"))
-    ap.add_argument("--sweep", action="store_true")
-    ap.add_argument("--sweep-child", action="store_true")
     args = ap.parse_args()
-    if args.sweep_child:
-        sweep_child(args.lib)
-        return
     os.makedirs(args.out, exist_ok=True)
     gdn = gc.Gdn(args.lib)
     fla_fn, peer_name = load_peer()
@@ -358,8 +329,6 @@ def main():
     path = os.path.join(args.out, f"{results['date']}-h200-decode.json")
     with open(path, "w") as f:
         json.dump(results, f, indent=1)
-    if args.sweep:
-        sweep(args.lib, args.out)
     print(f"\nresults: {path}")
     print(f"{'case':28s}{'ours us':>10s}{'fla us':>10s}{'ours/fla':>10s}{'ours GB/s':>11s}{'% ceiling':>10s}{'fla GB/s':>10s}")
     for r in results["cases"]:

@@ -2,28 +2,26 @@
 # The GPU machine's whole check of the cuda backend, in one call (device time is scarce):
 #   1. binaries: the carried build-cuda/ if it runs there, else configure and build there
 #      (GoogleTest from .devdeps/googletest, carried: the machine has none and no network);
-#   2. the cuda tests: everything once, then Table and Extra once per forced tile
-#      (GDN_CUDA_DECODE_RPT), since small cases only ever get the heuristic's smallest tile;
+#   2. the cuda tests;
 #   3. bench/bench_decode.py against flash-linear-attention (its wheel carried in .whl/);
 #   4. compute-sanitizer memcheck and racecheck on small cases, within the time left
 #      (DEADLINE seconds in all, default 400).
 # Run from the repository root; logs go to $OUT (at most 8 files come back from the machine):
 #   summary.txt, build.log, tests.log, sanitizer.log, bench.log, <date>-h200-decode.json,
-#   sweep.json. Options: --sweep (bench every tile too), --skip-sanitizer, --skip-bench.
+#   Options: --skip-sanitizer, --skip-bench.
 # Before the call, on the development machine: build here (the carried build usually runs there),
 #   cmake -S . -B build-cuda -G Ninja -DGDN_BUILD_TOOL=OFF && cmake --build build-cuda
 #   mkdir -p .devdeps && cp -r /usr/src/googletest .devdeps/   (ignored: .git/info/exclude)
 # then the call (fla's wheel in .whl/, git-ignored):
-#   run(command="DEADLINE=395 bash scripts/device_check.sh --sweep",
+#   run(command="DEADLINE=395 bash scripts/device_check.sh",
 #       carry=[".whl", "build-cuda", ".devdeps"], timeout_s=420)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
-SWEEP="" SANITIZE=1 BENCH=1
+SANITIZE=1 BENCH=1
 for arg in "$@"; do
   case "$arg" in
-    --sweep) SWEEP=--sweep ;;
     --skip-sanitizer) SANITIZE=0 ;;
     --skip-bench) BENCH=0 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
@@ -90,9 +88,9 @@ if [ "$BENCH" = 1 ]; then
   else
     note "fla wheel did not install: the peer columns stay empty"
   fi
-  timeout "$(left 30)" python3 bench/bench_decode.py --lib "$B/lib/libgdn.so" --out "$OUT" $SWEEP >> "$OUT/bench.log" 2>&1
+  timeout "$(left 30)" python3 bench/bench_decode.py --lib "$B/lib/libgdn.so" --out "$OUT" >> "$OUT/bench.log" 2>&1
   note "bench: rc=$? ($(elapsed))"
-  sed -n '/^\(rows-per-thread sweep\|results:\)/,$p' "$OUT/bench.log"
+  sed -n '/^results:/,$p' "$OUT/bench.log"
 fi
 
 # ---- 4. compute-sanitizer (each run within the time left)

@@ -8,9 +8,10 @@
 #              transformers Qwen3-Next functions (scripts/oracle_vs_transformers.py);
 #   python     the package built there (pip, in the background from the start), then
 #              scripts/python_gpu_check.py, scripts/hf_layer_check.py and
-#              bench/bench_binding_overhead.py;
-#   lab        (not in the default list) bench/decode_lab.cu: the SIGILL probe of the decode
-#              tiles and the decode design comparison against a device copy (under 2 minutes).
+#              bench/bench_binding_overhead.py (PYTHON_CHECKS="a.py --x;b.py" picks others;
+#              PYTHON_CHECK_S seconds each, default 300);
+#   lab        (not in the default list) bench/decode_lab.cu: the library's decode kernels
+#              against the lab's register design and a copy of the same bytes (about a minute).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
@@ -93,16 +94,17 @@ if has python; then
   note "== python build: rc=$(cat "$P/build.rc" 2>/dev/null || echo '?') ($(elapsed))"
   tail -n 20 "$P/build.log" >> "$SUMMARY"
   export PYTHONPATH=/tmp/gdn-py:/tmp/site
-  for s in scripts/python_gpu_check.py "scripts/hf_layer_check.py --tokens 64" bench/bench_binding_overhead.py; do
+  IFS=';' read -ra CHECKS <<< "${PYTHON_CHECKS:-scripts/python_gpu_check.py;scripts/hf_layer_check.py --tokens 64;bench/bench_binding_overhead.py}"
+  for s in "${CHECKS[@]}"; do
     log=$P/$(basename "${s%% *}" .py).log
-    timeout 150 python3 $s > "$log" 2>&1
+    timeout "${PYTHON_CHECK_S:-300}" python3 $s > "$log" 2>&1
     note "$s: rc=$? ($(elapsed))"
     tail -n 40 "$log" >> "$SUMMARY"
   done
 fi
 
 if has lab; then
-  timeout 120 "$BIN/gdn_decode_lab" > "$WORK/lab/lab.log" 2>&1
+  timeout 150 "$BIN/gdn_decode_lab" > "$WORK/lab/lab.log" 2>&1
   note "== decode lab: rc=$? ($(elapsed))"
   cat "$WORK/lab/lab.log" >> "$SUMMARY"
 fi

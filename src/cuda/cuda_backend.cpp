@@ -5,11 +5,9 @@
 // distinct pointer (in cuda_can_implement), cudaGetDevice, and the launch.
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 
 #include "core/backend.h"
@@ -30,32 +28,6 @@ using cuda::device_error;
 using cuda::state_dtype;
 using cuda::state_view;
 using cuda::token_view;
-
-// Multiprocessors of `device`, queried once per device.
-int sm_count(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) return 132;
-  int sms = cached[device].load(std::memory_order_relaxed);
-  if (sms == 0) {
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
-      cudaGetLastError();
-      sms = 132;
-    }
-    cached[device].store(sms, std::memory_order_relaxed);
-  }
-  return sms;
-}
-
-// GDN_CUDA_DECODE_RPT: rows per thread forced for every launch of this process (tuning only;
-// ignored where it names no valid tile). Read once.
-int forced_rows_per_thread() {
-  static const int forced = [] {
-    const char* s = std::getenv("GDN_CUDA_DECODE_RPT");
-    return s ? std::atoi(s) : 0;
-  }();
-  return forced;
-}
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool stride16(int64_t stride, gdn_dtype dtype) { return (stride * dtype_size(dtype)) % 16 == 0; }
@@ -106,18 +78,19 @@ gdn_status check_alignment(const Problem& p) {
   return GDN_STATUS_SUCCESS;
 }
 
-// A bf16 state that lives through several tokens is staged in f32 between them (rounded to bf16
-// once, when stored): twice the shared memory, so fewer rows per thread (decode_tile.h).
-bool wide_stage(const Problem& p) { return state_dtype(p) == GDN_DTYPE_BF16 && (p.packed || p.T > 1); }
-
-// The tile for this problem (0: none). The only place the heuristic is consulted.
-int rows_per_thread(const Problem& p) {
-  const bool kv = p.state_layout == GDN_STATE_KV;
-  return cuda::decode_rows_per_thread(kv, int(p.K), int(p.V), int(dtype_size(state_dtype(p))), wide_stage(p),
-                                      p.N * p.Hv, sm_count(p.device_id), forced_rows_per_thread());
+// Whether the recurrent kernel holds a bf16 state as stored (half the registers): when every
+// sequence has at most one token (dense T = 1) and a kernel of that form covers (K, V).
+bool raw_state(const Problem& p) {
+  return state_dtype(p) == GDN_DTYPE_BF16 && !p.packed && p.T <= 1 &&
+         cuda::decode_tile_valid(p.state_layout == GDN_STATE_KV, int(p.K), int(p.V), 2, true);
 }
 
-DecodeParams make_params(const Problem& p, int rpt) {
+// State rows (vk) or columns (kv) of V per CTA of the recurrent kernel; 0: K not built.
+int decode_per_cta(const Problem& p) {
+  return cuda::decode_per_cta(p.state_layout == GDN_STATE_KV, int(p.K), int(dtype_size(state_dtype(p))), raw_state(p));
+}
+
+DecodeParams make_params(const Problem& p) {
   DecodeParams d;
   d.N = p.N;
   d.T = p.T;
@@ -127,9 +100,7 @@ DecodeParams make_params(const Problem& p, int rpt) {
   d.K = int32_t(p.K);
   d.V = int32_t(p.V);
   d.ratio = int32_t(p.ratio);
-  const bool kv = p.state_layout == GDN_STATE_KV;
-  d.slices = d.V / cuda::decode_per_cta(kv, d.K, int(dtype_size(state_dtype(p))), rpt);
-  d.wide = wide_stage(p);
+  d.slices = d.V / decode_per_cta(p);
 
   d.q = token_view(p.q);
   d.k = token_view(p.k);
@@ -264,12 +235,10 @@ gdn_status cuda_can_implement(const Problem& p) {
     return fail(GDN_STATUS_INVALID_ARGUMENT, "q: device_id %d is outside [0, %d) (CUDA devices)",
                 p.device_id, devices);
 
-  const int rpt = rows_per_thread(p);
-  if (rpt == 0)
+  if (!cuda::decode_tile_valid(p.state_layout == GDN_STATE_KV, int(p.K), int(p.V), int(dtype_size(state_dtype(p)))))
     return fail(GDN_STATUS_UNSUPPORTED, "K, V: %" PRId64 ", %" PRId64
                 " have no cuda recurrent kernel (supported: 64, 128)", p.K, p.V);
-  const bool kv = p.state_layout == GDN_STATE_KV;
-  if (p.N * p.Hv * (p.V / cuda::decode_per_cta(kv, int(p.K), int(dtype_size(state_dtype(p))), rpt)) > INT_MAX)
+  if (p.N * p.Hv * (p.V / decode_per_cta(p)) > INT_MAX)
     return fail(GDN_STATUS_UNSUPPORTED, "N: %" PRId64 " x Hv %" PRId64 " needs more CTAs than one launch has",
                 p.N, p.Hv);
 
@@ -286,21 +255,21 @@ gdn_status cuda_workspace_size(const Problem& p, size_t* bytes) {
 
 gdn_status cuda_forward(const Problem& p) {
   if (cuda_chunked_selected(p)) return cuda_chunked_forward(p);
-  const int rpt = rows_per_thread(p);
-  if (rpt == 0) return fail(GDN_STATUS_INTERNAL_ERROR, "cuda_forward: no tile for K=%" PRId64 ", V=%" PRId64, p.K, p.V);
-  const DecodeParams d = make_params(p, rpt);
+  if (decode_per_cta(p) == 0)
+    return fail(GDN_STATUS_INTERNAL_ERROR, "cuda_forward: no tile for K=%" PRId64 ", V=%" PRId64, p.K, p.V);
+  const DecodeParams d = make_params(p);
   const DeviceScope scope(p.device_id);
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   const bool kv = p.state_layout == GDN_STATE_KV;
-  const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16;
+  const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16, raw = raw_state(p);
   cudaError_t e;
   if (kv)
-    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, rpt, stream)
-             : cuda::launch_decode<true, float>(d, rpt, stream);
+    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, raw, stream)
+             : cuda::launch_decode<true, float>(d, raw, stream);
   else
-    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, rpt, stream)
-             : cuda::launch_decode<false, float>(d, rpt, stream);
+    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, raw, stream)
+             : cuda::launch_decode<false, float>(d, raw, stream);
   if (e != cudaSuccess) return device_error(e, "launching the recurrent kernel");
   return GDN_STATUS_SUCCESS;
 }

@@ -108,9 +108,9 @@ __device__ __forceinline__ int64_t token_offset(const TokenView& t, int64_t n, i
   return n * t.seq + tok * t.tok + h * t.head;
 }
 
-// ---- state storage: 16-byte chunks, f32 math. The state is touched once per call: it goes
-// global -> shared memory by cp.async (holding no registers while in flight) and back with
-// streaming stores (st.global.cs, evict-first), so that it does not displace q, k, v in L1/L2.
+// ---- state storage: 16-byte chunks, f32 math. The state is touched once per call: streaming
+// loads and stores (ld.global.cs / st.global.cs, evict-first), so that it does not displace
+// q, k, v in L1 / L2.
 
 template <class S> struct StateChunk;
 
@@ -146,25 +146,53 @@ template <> struct StateChunk<Bf16> {
   }
 };
 
-// *smem = *gmem (16 bytes), asynchronously (cp.async.cg: L2 only): complete and visible to
-// this thread after copy_async_wait_all(). Only the issuing thread reads what it copied, so no
-// barrier is needed. (No L2 evict-first hint: with createpolicy's descriptor in a loop, ptxas
-// 13.0 emitted LDGSTS with an odd uniform-register descriptor, desc[UR1], which faulted as an
-// illegal instruction on the H200, run 2.)
-__device__ __forceinline__ void copy16_async(uint4* smem, const void* gmem) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(gmem) : "memory");
+// Streaming 16-byte load and store of a state chunk.
+template <class S>
+__device__ __forceinline__ uint4 load_chunk(const S* src) {
+  return __ldcs(reinterpret_cast<const uint4*>(src));
 }
 
-__device__ __forceinline__ void copy_async_wait_all() {
-  asm volatile("cp.async.wait_all;" ::: "memory");
-}
-
-// Streaming 16-byte store of a state chunk.
 template <class S>
 __device__ __forceinline__ void store_chunk(S* dst, const uint4& chunk) {
   __stcs(reinterpret_cast<uint4*>(dst), chunk);
 }
+
+// The state chunks a thread holds across a sequence's tokens. Held in f32 (an f32 state; a bf16
+// state through several tokens, so that it is rounded to bf16 once, when stored), or, for a
+// bf16 state through at most one token, as stored ("raw": 8 bf16 a 16-byte chunk, half the
+// registers of f32, so twice the rows a thread and twice the bytes in flight), widened on use.
+template <class S, int R, bool kRaw>
+struct HeldState {
+  using Chunk = StateChunk<S>;
+  static constexpr int W = Chunk::W;
+  float x[R][W];
+  __device__ __forceinline__ void load(int r, const uint4& stored) { Chunk::to_f32(stored, x[r]); }
+  __device__ __forceinline__ void zero(int r) {
+#pragma unroll
+    for (int e = 0; e < W; ++e) x[r][e] = 0.f;
+  }
+  __device__ __forceinline__ void get(int r, float* y) const {
+#pragma unroll
+    for (int e = 0; e < W; ++e) y[e] = x[r][e];
+  }
+  __device__ __forceinline__ void set(int r, const float* y) {
+#pragma unroll
+    for (int e = 0; e < W; ++e) x[r][e] = y[e];
+  }
+  __device__ __forceinline__ uint4 stored(int r) const { return Chunk::from_f32(x[r]); }
+};
+
+template <int R>
+struct HeldState<Bf16, R, true> {
+  using Chunk = StateChunk<Bf16>;
+  static constexpr int W = Chunk::W;
+  uint4 u[R];
+  __device__ __forceinline__ void load(int r, const uint4& stored) { u[r] = stored; }
+  __device__ __forceinline__ void zero(int r) { u[r] = make_uint4(0, 0, 0, 0); }
+  __device__ __forceinline__ void get(int r, float* y) const { Chunk::to_f32(u[r], y); }
+  __device__ __forceinline__ void set(int r, const float* y) { u[r] = Chunk::from_f32(y); }
+  __device__ __forceinline__ uint4 stored(int r) const { return u[r]; }
+};
 
 // (slot, h, 0, 0) of a state tensor.
 template <class S>
@@ -216,6 +244,31 @@ __device__ __forceinline__ void sum_within_group(float (&x)[kCount]) {
   for (int m = kWidth / 2; m >= 1; m /= 2)
 #pragma unroll
     for (int i = 0; i < kCount; ++i) x[i] += __shfl_xor_sync(0xffffffffu, x[i], m);
+}
+
+// x[0, C) summed over the kWidth aligned lanes of this lane's group, transposed: each step hands
+// half of the values to the lane across bit m (m = kWidth / 2, ..., kWidth / C) and keeps the
+// other half, then one value is summed over the remaining bits: C - 1 + log2(kWidth / C)
+// shuffles instead of C log2(kWidth). Afterwards the lane at position c of its group holds the
+// total of value c >> log2(kWidth / C), returned. C: a power of two <= kWidth.
+template <int C, int kWidth>
+__device__ __forceinline__ float sum_within_group_transposed(float* x) {
+  if constexpr (C == 1) {
+    float s = x[0];
+#pragma unroll
+    for (int m = kWidth / 2; m >= 1; m /= 2) s += __shfl_xor_sync(0xffffffffu, s, m);
+    return s;
+  } else {
+    constexpr int M = kWidth / 2;
+    const bool upper = (threadIdx.x & M) != 0;
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) {  // keep my half, add the partner's copy of it
+      const float send = upper ? x[i] : x[i + C / 2];
+      const float keep = upper ? x[i + C / 2] : x[i];
+      x[i] = keep + __shfl_xor_sync(0xffffffffu, send, M);
+    }
+    return sum_within_group_transposed<C / 2, M>(x);
+  }
 }
 
 // ---- sequences

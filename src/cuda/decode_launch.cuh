@@ -1,4 +1,5 @@
-// Definition of launch_decode (decode_launch.h): K and rows per thread to template arguments.
+// Definition of launch_decode (decode_launch.h): K and the held state's form to template
+// arguments.
 #pragma once
 
 #include "cuda/decode_kv.cuh"
@@ -7,15 +8,14 @@
 
 namespace gdn::cuda {
 
-template <bool KV, int K, class S, int RPT>
+template <bool KV, int K, class S, bool Raw>
 cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
-  if constexpr (decode_tile_compiles(KV, K, int(sizeof(S)), RPT)) {
+  if constexpr (DecodeTile<KV, K, int(sizeof(S)), Raw>::compiles) {
     const dim3 grid(unsigned(p.N * p.Hv * p.slices));
-    const size_t stage = size_t(decode_stage_bytes(RPT, p.wide != 0));  // dynamic shared memory
     if constexpr (KV)
-      decode_kv_kernel<K, S, RPT><<<grid, kDecodeThreads, stage, stream>>>(p);
+      decode_kv_kernel<K, S, Raw><<<grid, kDecodeThreads, 0, stream>>>(p);
     else
-      decode_vk_kernel<K, S, RPT><<<grid, kDecodeThreads, stage, stream>>>(p);
+      decode_vk_kernel<K, S, Raw><<<grid, kDecodeThreads, 0, stream>>>(p);
     return cudaGetLastError();
   } else {
     return cudaErrorInvalidConfiguration;
@@ -23,18 +23,17 @@ cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
 }
 
 template <bool KV, int K, class S>
-cudaError_t launch_k(const DecodeParams& p, int rpt, cudaStream_t stream) {
-  switch (rpt) {
-    case 4: return launch_tile<KV, K, S, 4>(p, stream);  // decode_tile.h kRpt
-    default: return cudaErrorInvalidConfiguration;
-  }
+cudaError_t launch_k(const DecodeParams& p, bool raw, cudaStream_t stream) {
+  if constexpr (sizeof(S) == 2)  // a bf16 state: held as stored, or in f32
+    if (raw) return launch_tile<KV, K, S, true>(p, stream);
+  return launch_tile<KV, K, S, false>(p, stream);
 }
 
 template <bool KV, class S>
-cudaError_t launch_decode(const DecodeParams& p, int rpt, cudaStream_t stream) {
+cudaError_t launch_decode(const DecodeParams& p, bool raw, cudaStream_t stream) {
   switch (p.K) {
-    case 64: return launch_k<KV, 64, S>(p, rpt, stream);
-    case 128: return launch_k<KV, 128, S>(p, rpt, stream);
+    case 64: return launch_k<KV, 64, S>(p, raw, stream);
+    case 128: return launch_k<KV, 128, S>(p, raw, stream);
     default: return cudaErrorInvalidConfiguration;
   }
 }

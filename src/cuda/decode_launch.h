@@ -9,14 +9,15 @@
 
 namespace gdn::cuda {
 
-// Launches the kernel of rows-per-thread `rpt` (decode_tile_valid) for K = p.K on `stream`:
-// p.N * p.Hv * p.slices CTAs of kDecodeThreads threads. S: float or Bf16.
+// Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
+// of kDecodeThreads threads. S: float or Bf16; raw: a bf16 state held as stored (at most one
+// token per sequence; decode_tile.h).
 template <bool KV, class S>
-cudaError_t launch_decode(const DecodeParams& p, int rpt, cudaStream_t stream);
+cudaError_t launch_decode(const DecodeParams& p, bool raw, cudaStream_t stream);
 
-extern template cudaError_t launch_decode<false, float>(const DecodeParams&, int, cudaStream_t);
-extern template cudaError_t launch_decode<false, Bf16>(const DecodeParams&, int, cudaStream_t);
-extern template cudaError_t launch_decode<true, float>(const DecodeParams&, int, cudaStream_t);
-extern template cudaError_t launch_decode<true, Bf16>(const DecodeParams&, int, cudaStream_t);
+extern template cudaError_t launch_decode<false, float>(const DecodeParams&, bool, cudaStream_t);
+extern template cudaError_t launch_decode<false, Bf16>(const DecodeParams&, bool, cudaStream_t);
+extern template cudaError_t launch_decode<true, float>(const DecodeParams&, bool, cudaStream_t);
+extern template cudaError_t launch_decode<true, Bf16>(const DecodeParams&, bool, cudaStream_t);
 
 }  // namespace gdn::cuda

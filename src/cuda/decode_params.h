@@ -25,7 +25,6 @@ struct DecodeParams {
   int64_t T_total = 0;  // tokens over the batch
   int32_t Hk = 0, Hv = 0, K = 0, V = 0, ratio = 0;
   int32_t slices = 1;   // CTAs per (sequence, value head): V / (state rows or columns per CTA)
-  int32_t wide = 0;     // bf16 state through several tokens: staged in f32 between them
 
   // ---- per-token tensors
   TokenView q, k;          // [N, T, Hk, K]

@@ -1,115 +1,89 @@
-// Tile geometry of the decode kernels and the one heuristic that picks it. Host and device.
+// Tile geometry of the decode kernels (decode_vk.cuh, decode_kv.cuh). Host and device.
 //
-// Both kernels run CTAs of kDecodeThreads threads; each thread owns `rpt` state rows, one
-// 16-byte chunk (W = 4 f32 or 8 bf16 columns) of each, staged in shared memory (rpt x 2 KiB per
-// CTA) by cp.async, so the bytes in flight are bounded by shared memory, not registers. A bf16
-// state that lives through several tokens is kept in f32 between them ("wide" staging, twice
-// the shared memory), so that it is rounded to bf16 once, when stored:
-//   vk  ([V, K], K contiguous): a row is a value index v, spread over L = K / W lanes, so S k
-//       and S q are sums over L lanes (shuffles). CTA = 128 / L row groups x rpt rows.
-//   kv  ([K, V], V contiguous): a row is a key index; a thread holds W adjacent columns v of
-//       rpt adjacent rows k, so S k and S q are per-thread sums over its rows, then over the
-//       K / rpt row groups (shuffles, then shared memory across warps). CTA = the
-//       128 / (K / rpt) column lanes x W columns.
+// Register-resident design (v3): each thread holds kStateFloats f32 values of the state of one
+// (sequence, value head), R 16-byte chunks of W = 16 / sizeof(state) elements (f32: R = 8,
+// W = 4; bf16: R = 4, W = 8), loaded once with streaming loads (all R in flight before any is
+// used), carried through the sequence's tokens in f32 and stored once (rounded once, for a
+// bf16 state). A CTA is kDecodeWarps warps of one (sequence, value head) and covers a slice of
+// V; the grid is N x Hv x slices. Nothing is staged in shared memory: the bytes a
+// multiprocessor keeps in flight are its resident CTAs x 16 KiB (f32 state) or 8 KiB (bf16).
+//   vk  ([V, K], K contiguous): a row (value index v) is spread over L = K / W lanes, a warp
+//       holds G = 32 / L row groups, a thread R rows of its group; sums over k are sums over
+//       the L lanes of a row group (a transposed shuffle reduction). CTA: 4 G R rows of V.
+//   kv  ([K, V], V contiguous): a thread holds W adjacent columns of R rows k; the warp's
+//       LC = V-columns lanes x RG row groups, the 4 warps split K, so sums over k are per-thread
+//       sums, shuffles over the warp's row groups, then shared memory over the 4 warps.
+//       CTA: BV = LC W columns of V, all K rows.
+// A bf16 state through at most one token (dense T = 1) is held raw (twice the rows a thread).
+// Measured before it was written (bench/decode_lab.cu, H200, f32 vk, B = 64..1024): this
+// design at 4 to 16 rows per warp moved 3.86 to 3.90 TB/s against 2.6 to 2.8 for the
+// shared-memory staged v2 at its built tile.
 #pragma once
 
 #include <cstdint>
 
 namespace gdn::cuda {
 
-constexpr int kDecodeThreads = 128;
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeThreads = 32 * kDecodeWarps;
+constexpr int kStateFloats = 32;  // state values a thread holds, in f32
 
-constexpr int vk_rows_per_cta(int K, int state_bytes, int rpt) {
-  return kDecodeThreads / (K / (16 / state_bytes)) * rpt;
+constexpr int ilog2(int x) { return x <= 1 ? 0 : 1 + ilog2(x / 2); }
+
+// Raw: a bf16 state held as stored (HeldState, decode_common.cuh): 4 registers a chunk, not 8.
+template <bool KV, int K, int StateBytes, bool Raw = false>
+struct DecodeTile {
+  static constexpr int W = 16 / StateBytes;      // elements per 16-byte chunk
+  static constexpr int R = kStateFloats / (Raw ? 4 : W);  // chunks (rows) per thread
+  // vk
+  static constexpr int L = K / W;                // lanes per row
+  static constexpr int G = 32 / L;               // row groups per warp
+  static constexpr int kVkRows = kDecodeWarps * G * R;  // rows of V per CTA
+  // kv
+  static constexpr int RG = K / (kDecodeWarps * R);     // row groups per warp
+  static constexpr int LC = 32 / (RG > 0 ? RG : 1);     // column lanes
+  static constexpr int kKvCols = LC * W;                // columns of V per CTA
+
+  static constexpr int per_cta = KV ? kKvCols : kVkRows;  // slice of V per CTA
+  static constexpr bool compiles =
+      (K == 64 || K == 128) &&
+      (KV ? (RG >= 1 && RG * kDecodeWarps * R == K && RG <= 32 && 32 % RG == 0)
+          : (L <= 32 && 32 % L == 0 && 2 * R <= L));  // vk: the 2R row sums fit one row's lanes
+};
+
+template <bool KV, int K, int StateBytes, bool Raw>
+constexpr int per_cta_if_built() {
+  using T = DecodeTile<KV, K, StateBytes, Raw>;
+  return T::compiles ? T::per_cta : 0;
 }
 
-constexpr int kv_cols_per_cta(int K, int state_bytes, int rpt) {
-  return kDecodeThreads / (K / rpt) * (16 / state_bytes);
+template <int K, int StateBytes, bool Raw>
+constexpr int per_cta_of(bool kv) {
+  return kv ? per_cta_if_built<true, K, StateBytes, Raw>() : per_cta_if_built<false, K, StateBytes, Raw>();
 }
 
-// State rows (vk) or columns (kv) of V per CTA.
-constexpr int decode_per_cta(bool kv, int K, int state_bytes, int rpt) {
-  return kv ? kv_cols_per_cta(K, state_bytes, rpt) : vk_rows_per_cta(K, state_bytes, rpt);
+// Columns (kv) or rows (vk) of V one CTA covers; 0 when no kernel is built for K. Raw only
+// for a bf16 state (an f32 one is always held as stored).
+constexpr int decode_per_cta(bool kv, int K, int state_bytes, bool raw = false) {
+  if (raw && state_bytes != 2) return 0;
+  if (K == 64)
+    return state_bytes == 4 ? per_cta_of<64, 4, false>(kv) : raw ? per_cta_of<64, 2, true>(kv) : per_cta_of<64, 2, false>(kv);
+  if (K == 128)
+    return state_bytes == 4 ? per_cta_of<128, 4, false>(kv) : raw ? per_cta_of<128, 2, true>(kv) : per_cta_of<128, 2, false>(kv);
+  return 0;
 }
 
-// The instantiated rows-per-thread values (decode_launch.cuh), largest first. Only 4 for now:
-// on the H200 (device pass of 2026-11-30) every process that launched a tile of 2, 8 or 16
-// rows per thread died with SIGILL while rpt = 4 passed every oracle case, the graph and stream
-// tests and racecheck; until the cause is found the other tiles are not built.
-constexpr int kRpt[] = {4};
-constexpr int kRptCount = sizeof kRpt / sizeof kRpt[0];
-
-// Shared memory of a CTA: the staged state (dynamic: rpt chunks a thread, twice as many
-// 16-byte rows when wide) and, for kv, q and k of two tokens and the warps' partial sums of two
-// tokens (static).
-constexpr int decode_stage_bytes(int rpt, bool wide) { return rpt * kDecodeThreads * 16 * (wide ? 2 : 1); }
-
-constexpr int decode_smem_bytes(bool kv, int K, int state_bytes, int rpt, bool wide) {
-  if (!kv) return decode_stage_bytes(rpt, wide);
-  const int lanes = kDecodeThreads / (K / rpt), sums = 3 + 2 * (16 / state_bytes);
-  return decode_stage_bytes(rpt, wide) + 2 * 2 * K * 4 +
-         2 * (kDecodeThreads / 32) * lanes * ((sums + 3) / 4) * 16;
+// Whether a kernel covers (K, V): built for K, V a whole number of CTA slices.
+constexpr bool decode_tile_valid(bool kv, int K, int V, int state_bytes, bool raw = false) {
+  const int per_cta = decode_per_cta(kv, K, state_bytes, raw);
+  return per_cta > 0 && V >= per_cta && V % per_cta == 0;
 }
 
-constexpr int kDecodeMaxSmem = 48 * 1024;  // without the opt-in attribute
-
-// Whether the kernel of this layout, K, state width and rows per thread is instantiated.
-constexpr bool decode_tile_compiles(bool kv, int K, int state_bytes, int rpt) {
-  if (K != 64 && K != 128) return false;
-  if (decode_smem_bytes(kv, K, state_bytes, rpt, false) > kDecodeMaxSmem) return false;
-  if (kv) {
-    if (rpt != 16 && rpt != 8 && rpt != 4) return false;
-    const int groups = K / rpt;  // row groups: whole row groups per warp
-    return kDecodeThreads % groups == 0 && kDecodeThreads / groups <= 32;
-  }
-  const int lanes = K / (16 / state_bytes);  // one row within one warp; lane r loads v at row r
-  return (rpt == 16 || rpt == 8 || rpt == 4 || rpt == 2) && lanes <= 32 && rpt <= lanes;
-}
-
-// ... and whether its CTAs tile V exactly and its shared memory fits (wide: the bf16 state of
-// several tokens kept in f32).
-constexpr bool decode_tile_valid(bool kv, int K, int V, int state_bytes, int rpt, bool wide) {
-  if (!decode_tile_compiles(kv, K, state_bytes, rpt)) return false;
-  if (decode_smem_bytes(kv, K, state_bytes, rpt, wide) > kDecodeMaxSmem) return false;
-  const int per_cta = decode_per_cta(kv, K, state_bytes, rpt);
-  return per_cta <= V && V % per_cta == 0;
-}
-
-// CTAs per multiprocessor the register budget must allow (__launch_bounds__' second argument):
-// 5, i.e. at most 96 registers a thread, which every tile fits without spilling (ptxas -v,
-// nvcc 13.0, sm_90a; at 6 CTAs, 80 registers, vk spills 16-32 bytes). Unbounded, ptxas takes
-// 107-128. With rpt = 16 the 5 CTAs stage 160 KiB of state in flight per multiprocessor.
-constexpr int decode_min_ctas_per_sm() { return 5; }
-
-// Rows per thread for a launch over `heads` = N * Hv (sequence, value head) pairs on a GPU of
-// `sms` multiprocessors, or `forced` when it names a valid tile (GDN_CUDA_DECODE_RPT, for
-// tuning). Returns 0 when no tile fits (K or V unsupported).
-//
-// Rule: the most rows per thread (the most state in flight per multiprocessor: 5 CTAs x
-// rpt x 2 KiB, and the fewest redundant q/k loads and norm sums per state byte) whose grid
-// still gives kMinWaves full waves of decode_min_ctas_per_sm() CTAs on every multiprocessor,
-// so that the last, partial wave is a small part of the time; below that (small batches, e.g.
-// B = 1 at Hv = 32: 32 heads), the fewest rows per thread, which spreads the state over the
-// most CTAs so that all of it is in flight after one memory latency.
-// Measured (run 1, an earlier register-resident kernel): state bandwidth grew with the bytes
-// a multiprocessor keeps in flight, 48 KiB -> 2.5 TB/s, 96 KiB -> 3.45 TB/s; hence staging in
-// shared memory and preferring the largest tile. The staged kernel's tiles are not timed yet
-// (run 2 faulted at rpt >= 8, see decode_common.cuh copy16_async): kMinWaves = 2 is reasoned,
-// and bench/bench_decode.py --sweep times every tile.
-constexpr int kMinWaves = 2;
-
-constexpr int decode_rows_per_thread(bool kv, int K, int V, int state_bytes, bool wide,
-                                     int64_t heads, int sms, int forced) {
-  if (forced > 0 && decode_tile_valid(kv, K, V, state_bytes, forced, wide)) return forced;
-  int smallest = 0;
-  for (int i = 0; i < kRptCount; ++i) {
-    const int rpt = kRpt[i];
-    if (!decode_tile_valid(kv, K, V, state_bytes, rpt, wide)) continue;
-    const int per_cta = decode_per_cta(kv, K, state_bytes, rpt);
-    if (heads * (V / per_cta) >= int64_t(kMinWaves) * decode_min_ctas_per_sm() * sms) return rpt;
-    smallest = rpt;
-  }
-  return smallest;
-}
+// CTAs per multiprocessor the register budget must allow (__launch_bounds__' second
+// argument): 6, at most 80 registers a thread, so 6 x 16 KiB = 96 KiB of f32 state in flight
+// per multiprocessor, what the lab's fastest variants kept (96 to 144 KiB all measured alike);
+// a raw bf16 state, 5 (96 registers: at 80 its wider unconverted chunks spilled 228 to 316
+// bytes), 80 KiB in flight. ptxas -v, nvcc 13.0, sm_90a.
+constexpr int decode_min_ctas_per_sm(bool raw) { return raw ? 4 : 6; }
 
 }  // namespace gdn::cuda

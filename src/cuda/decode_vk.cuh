@@ -1,15 +1,17 @@
 // The recurrent kernel for the vk state layout ([.., Hv, V, K], K contiguous).
 //
-// Grid: one CTA per (sequence n, value head h, slice of vk_rows_per_cta state rows v). A row
-// is spread over L = K / W lanes, lane l holding its W columns [l W, l W + W) (one 16-byte
-// chunk; W = 4 f32 / 8 bf16), so one warp access covers 32 / L whole rows. A thread owns RPT
-// rows v0 + r G. Their chunks go to shared memory by cp.async at the start (in flight without
-// holding registers: up to RPT x 2 KiB per CTA), stay there across the sequence's tokens (in
-// f32 when a bf16 state is "wide", p.wide), and go back to the final state (and snapshots) by
-// streaming stores. Per token and row, one pass:
-//   a = S_v . k,  b = S_v . q                   (a shuffle sum over the row's L lanes)
-//   delta_v = beta (v_v - alpha a)              (SPEC: decay first, delta from the decayed S)
-//   o_v     = scale (alpha b + delta_v (k . q)) (= scale (S' q))
+// Grid: one CTA per (sequence n, value head h, slice of kVkRows state rows v) (decode_tile.h).
+// A row is spread over L = K / W lanes, lane c of the row group holding columns [c W, c W + W)
+// (one 16-byte chunk); a warp holds G row groups; a thread holds R rows of its group,
+// row(r) = first + grp + r G, so each of a warp's R loads reads G whole consecutive rows.
+// The rows are loaded once into registers (all in flight before any is used), carried through
+// the sequence's tokens (HeldState: in f32, or a bf16 state of one token as stored, Raw) and
+// stored once. Per token:
+//   a_v = S_v . k,  b_v = S_v . q               (2R sums over the L lanes: transposed shuffles;
+//                                                afterwards lane slot i < R holds a of row i,
+//                                                R + i holds b of row i)
+//   delta_v = beta (v_v - alpha a_v)            (SPEC: decay first, delta from the decayed S)
+//   o_v     = scale (alpha b_v + delta_v (k . q))  (= scale (S' q))
 //   S_v'    = alpha S_v + delta_v k
 // q and k are used raw in the sums; their L2 norms (when asked) scale the results.
 #pragma once
@@ -19,47 +21,21 @@
 
 namespace gdn::cuda {
 
-template <int K, class S, int RPT>
-__global__ void __launch_bounds__(kDecodeThreads, decode_min_ctas_per_sm())
+template <int K, class S, bool Raw>
+__global__ void __launch_bounds__(kDecodeThreads, decode_min_ctas_per_sm(Raw))
 decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
-  constexpr int W = Chunk::W;                 // columns per lane (one 16-byte chunk per row)
-  constexpr int L = K / W;                    // lanes per row
-  constexpr int G = kDecodeThreads / L;       // row groups per CTA
-  constexpr int RB = RPT < 16 / W ? RPT : 16 / W;  // rows per reduction batch (16 state registers)
-  static_assert(K % W == 0 && L <= 32 && 32 % L == 0, "a row must tile whole lanes of one warp");
-  static_assert(RPT % RB == 0, "whole batches");
-  static_assert(RPT <= L, "lane r loads v at row r: one value per lane");
-  static_assert(G * RPT == vk_rows_per_cta(K, int(sizeof(S)), RPT), "tile geometry");
+  using Tile = DecodeTile<false, K, int(sizeof(S)), Raw>;
+  constexpr int W = Tile::W, R = Tile::R, L = Tile::L, G = Tile::G;
+  constexpr int C = 2 * R;                      // sums per token: a and b of each row
+  constexpr int SH = ilog2(L) - ilog2(C);       // lane position c holds sum c >> SH
+  static_assert(Tile::compiles, "vk tile");
+  static_assert(W == Chunk::W, "one chunk per lane and row");
 
-  // S chunks of this thread's rows in 16-byte rows [row][thread] (decode_stage_bytes): as stored
-  // at rows [land, land + RPT); wide (bf16, several tokens: land = RPT), in f32 between tokens at
-  // rows 2r, 2r + 1 for chunk r. Chunks are read in increasing r and 2r + 1 < RPT + r + 1, so a
-  // chunk's f32 rows only ever cover landed rows already read.
-  extern __shared__ uint4 stage_rows[];
-  constexpr int F = W / 4;                    // 16-byte rows of one chunk in f32
-  const int land = p.wide ? RPT : 0;
-  auto stage = [&](int row) -> uint4& { return stage_rows[row * kDecodeThreads + threadIdx.x]; };
-  // chunk r in f32: as stored (landed, or written back unwidened), or from the f32 copy
-  auto read_chunk = [&](int r, bool stored, float* x) {
-    if (stored) {
-      Chunk::to_f32(stage(land + r), x);
-      return;
-    }
-#pragma unroll
-    for (int i = 0; i < F; ++i) StateChunk<float>::to_f32(stage(F * r + i), x + 4 * i);
-  };
-  auto write_chunk = [&](int r, const float* x, const uint4& stored) {
-    if (!p.wide) {
-      stage(r) = stored;
-      return;
-    }
-#pragma unroll
-    for (int i = 0; i < F; ++i) stage(F * r + i) = StateChunk<float>::from_f32(x + 4 * i);
-  };
-
-  const int lane = threadIdx.x % L;
-  const int grp = threadIdx.x / L;
+  const int lane = threadIdx.x % 32;
+  const int c = lane % L;                       // position in the row group
+  const int grp = lane / L;
+  const int base = lane - c;                    // first lane of the row group
   const int slice = int(blockIdx.x % unsigned(p.slices));  // grid: (n, h, slice), slice fastest
   const unsigned nh = blockIdx.x / unsigned(p.slices);
   const int h = int(nh % unsigned(p.Hv));
@@ -69,69 +45,85 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   Sequence seq;
   if (!resolve_sequence(p, n, seq)) return;  // invalid index contents: flag raised, nothing written
 
-  // this thread's rows row(r) = v0 + r G, columns c0 + e
-  const int v0 = slice * (G * RPT) + grp;
-  const int c0 = lane * W;
-  auto row = [&](int r) { return v0 + r * G; };
+  const int first = slice * Tile::kVkRows + (threadIdx.x / 32) * (G * R) + grp;
+  auto row = [&](int r) { return first + r * G; };
+  const int c0 = c * W;                         // this lane's first column
+  const int mine = c >> SH;                     // the sum this lane holds after the reduction
+  const int my_row = row(mine % R);
 
   if (seq.slot < 0) {  // padding: o zero; the state (snapshots too) neither read nor written
-    if (lane == 0)
-      for (int64_t t = 0; t < seq.len; ++t) {
-        const int64_t o_tok = token_offset(p.o, n, seq.bos + t, h);
-#pragma unroll 1
-        for (int r = 0; r < RPT; ++r)
-          if (row(r) < p.V) store_scalar(p.o, o_tok + row(r), 0.f);
-      }
+    if (mine >= R && (c & ((1 << SH) - 1)) == 0)
+      for (int64_t t = 0; t < seq.len; ++t) store_scalar(p.o, token_offset(p.o, n, seq.bos + t, h) + my_row, 0.f);
     return;
   }
 
-  // S(n, h) rows -> shared memory, in flight while q, k, v and the gates load
+  // S(n, h) rows -> registers: all R loads issued before any is used
+  HeldState<S, R, Raw> s;
   if (p.h0.p) {
-    const S* h0 = state_at<S>(p.h0, seq.slot, h);
-#pragma unroll 4
-    for (int r = 0; r < RPT; ++r)
-      if (row(r) < p.V) copy16_async(&stage(land + r), h0 + row(r) * p.h0.row + c0);
+    const S* h0 = state_at<S>(p.h0, seq.slot, h) + c0;
+    uint4 raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row);
+#pragma unroll
+    for (int r = 0; r < R; ++r) s.load(r, raw[r]);
   } else {
 #pragma unroll
-    for (int r = 0; r < RPT; ++r) stage(land + r) = make_uint4(0, 0, 0, 0);  // zeros
+    for (int r = 0; r < R; ++r) s.zero(r);
   }
-  S* ht = p.ht.p ? state_at<S>(p.ht, seq.slot, h) : nullptr;
-
-  // token t's q, k (this lane's columns, raw), v at row(lane) and gates; the next token's
-  // are loaded while this one's rows are computed
-  float q[W], k[W], v;
-  Gates gate;
-  auto load_token = [&](int64_t tok, float* q_, float* k_, float& v_, Gates& g_) {
-    load_run<W>(p.q, token_offset(p.q, n, tok, j) + c0, q_);
-    load_run<W>(p.k, token_offset(p.k, n, tok, j) + c0, k_);
-    v_ = lane < RPT && row(lane) < p.V ? load_scalar(p.v.p, p.v.dtype, token_offset(p.v, n, tok, h) + row(lane)) : 0.f;
-    g_ = load_gates(p, n, tok, h);
-  };
-  if (seq.len > 0) load_token(seq.bos, q, k, v, gate);
 
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {
     const int64_t tok = seq.bos + t;
-    const bool last = t + 1 == seq.len;
-    float q_next[W], k_next[W], v_next;
-    Gates gate_next{};
-    if (!last) load_token(tok + 1, q_next, k_next, v_next, gate_next);
+    float q[W], k[W];
+    load_run<W>(p.q, token_offset(p.q, n, tok, j) + c0, q);
+    load_run<W>(p.k, token_offset(p.k, n, tok, j) + c0, k);
+    const float v = load_scalar(p.v.p, p.v.dtype, token_offset(p.v, n, tok, h) + my_row);
+    const Gates gate = load_gates(p, n, tok, h);
 
     // q.q, k.k, k.q over the row's lanes; q, k <- x rsqrt(x . x + 1e-6) scale the sums below
     float qk[3] = {};
 #pragma unroll
-    for (int c = 0; c < W; ++c) {
-      qk[0] += q[c] * q[c];
-      qk[1] += k[c] * k[c];
-      qk[2] += k[c] * q[c];
+    for (int e = 0; e < W; ++e) {
+      qk[0] += q[e] * q[e];
+      qk[1] += k[e] * k[e];
+      qk[2] += k[e] * q[e];
     }
     sum_within_group<L>(qk);
     const float rq = p.l2norm ? rsqrtf(qk[0] + 1e-6f) : 1.f;
     const float rk = p.l2norm ? rsqrtf(qk[1] + 1e-6f) : 1.f;
     const float kq = rk * rq * qk[2];  // k . q
-    if (t == 0) copy_async_wait_all();
 
-    const int64_t o_tok = token_offset(p.o, n, tok, h);
+    float sum[C];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float x[W], a = 0.f, b = 0.f;
+      s.get(r, x);
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        a += x[e] * k[e];
+        b += x[e] * q[e];
+      }
+      sum[r] = a;      // S_v . k (raw k)
+      sum[R + r] = b;  // S_v . q (raw q)
+    }
+    const float total = sum_within_group_transposed<C, L>(sum);
+    // a-lanes (mine < R): delta of row mine; b-lanes take it from the a-lane of their row
+    const float delta_a = gate.beta * (v - gate.alpha * rk * total);
+    const float delta = __shfl_sync(0xffffffffu, delta_a, base + ((mine % R) << SH));
+    if (mine >= R && (c & ((1 << SH) - 1)) == 0)  // scale (S' q)_v
+      store_scalar(p.o, token_offset(p.o, n, tok, h) + my_row, p.scale * (gate.alpha * rq * total + delta * kq));
+
+    // S' = alpha S + delta k^T (k normalised)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float dk = rk * __shfl_sync(0xffffffffu, delta, base + (r << SH));
+      float x[W];
+      s.get(r, x);
+#pragma unroll
+      for (int e = 0; e < W; ++e) x[e] = gate.alpha * x[e] + dk * k[e];
+      s.set(r, x);
+    }
+
     S* snap = nullptr;  // the state after this token, if kept
     int64_t snap_row = 0;
     if (p.snap_mode == kSnapDense) {
@@ -142,57 +134,18 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
       if (slot >= 0) snap = state_at<S>(p.snap_pool, slot, h);
       snap_row = p.snap_pool.row;
     }
-
-#pragma unroll 1  // one batch's registers at a time
-    for (int b = 0; b < RPT; b += RB) {
-      float s[RB][W];       // S rows row(b + r), this lane's columns
-      float sum[2 * RB] = {};
+    if (snap) {
 #pragma unroll
-      for (int r = 0; r < RB; ++r) {
-        read_chunk(b + r, t == 0 || !p.wide, s[r]);
-#pragma unroll
-        for (int c = 0; c < W; ++c) {
-          sum[r] += s[r][c] * k[c];       // a = S_v . k
-          sum[RB + r] += s[r][c] * q[c];  // b = S_v . q
-        }
-      }
-      sum_within_group<L>(sum);
-#pragma unroll
-      for (int r = 0; r < RB; ++r) {
-        const int rr = b + r;
-        const float vv = __shfl_sync(0xffffffffu, v, rr, L);  // v[t, h] at row(rr), from lane rr
-        const float a = rk * sum[r];                          // S_v . k
-        const float bq = rq * sum[RB + r];                    // S_v . q
-        const float delta = gate.beta * (vv - gate.alpha * a);       // beta (v - (alpha S k)_v)
-        const float out = p.scale * (gate.alpha * bq + delta * kq);  // scale (S' q)_v
-        const float dk = delta * rk;
-#pragma unroll
-        for (int c = 0; c < W; ++c) s[r][c] = gate.alpha * s[r][c] + dk * k[c];  // S' = alpha S + delta k^T
-        if (row(rr) >= p.V) continue;
-        if (lane == 0) store_scalar(p.o, o_tok + row(rr), out);
-        const uint4 chunk = Chunk::from_f32(s[r]);
-        if (snap) store_chunk(snap + row(rr) * snap_row + c0, chunk);
-        if (!last)
-          write_chunk(rr, s[r], chunk);
-        else if (ht)  // the final state (may be the initial state's memory: each chunk is ours alone)
-          store_chunk(ht + row(rr) * p.ht.row + c0, chunk);
-      }
-    }
-
-    if (!last) {
-#pragma unroll
-      for (int c = 0; c < W; ++c) q[c] = q_next[c], k[c] = k_next[c];
-      v = v_next;
-      gate = gate_next;
+      for (int r = 0; r < R; ++r) store_chunk(snap + int64_t(row(r)) * snap_row + c0, s.stored(r));
     }
   }
 
-  if (seq.len == 0) {  // no tokens: the final state is the initial one
-    copy_async_wait_all();  // (no copy may be left in flight at exit)
-    if (!ht) return;
-#pragma unroll 1
-    for (int r = 0; r < RPT; ++r)
-      if (row(r) < p.V) store_chunk(ht + row(r) * p.ht.row + c0, stage(land + r));
+  // the final state (may be the initial state's memory: each chunk is this thread's alone);
+  // no tokens: the initial one
+  if (p.ht.p) {
+    S* ht = state_at<S>(p.ht, seq.slot, h) + c0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) store_chunk(ht + int64_t(row(r)) * p.ht.row, s.stored(r));
   }
 }
 

@@ -2,9 +2,7 @@
 //   Builtin: the harness's built-in cases the cuda rows of the configuration table take;
 //   Table:   every (input dtype, state dtype, K, V, layout) of those rows, options rotated;
 //   Extra:   decode and verify at the models' shapes, odd T, ratio 3, pools, packed batches.
-// Every test skips without a GPU. Small cases get the heuristic's smallest tile; the other
-// tiles run when GDN_CUDA_DECODE_RPT forces them (scripts/device_check.sh runs Table and Extra
-// once per rows-per-thread value).
+// Every test skips without a GPU.
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -78,6 +76,14 @@ std::vector<Case> extra_cases() {
       {"decode_b1", "N=1,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16"},
       {"decode_b3_kv", "N=3,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16,layout=kv"},
       {"decode_bf16state", "N=5,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16,sdtype=bf16"},
+      // a bf16 state of one token is held as stored (the raw kernels): each layout, V = 64, K = 64
+      {"decode_bf16state_kv", "N=5,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16,sdtype=bf16,layout=kv"},
+      {"decode_bf16state_v64", "N=3,T=1,Hk=2,Hv=4,K=128,V=64,sdtype=bf16,snap=1"},
+      {"decode_bf16state_v64_kv", "N=3,T=1,Hk=2,Hv=4,K=128,V=64,sdtype=bf16,layout=kv,map=tiled"},
+      {"decode_bf16state_k64_kv_pool", "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=f16,sdtype=bf16,layout=kv,pool=6,"
+                                       "pad=1,inplace=1,snap=pool"},
+      {"decode_bf16state_serving", "N=6,T=1,Hk=16,Hv=48,K=128,V=128,dtype=bf16,sdtype=bf16,gate=raw,beta=logit,"
+                                   "l2norm=1,pool=9,pad=2,inplace=1"},
       {"decode_serving", "N=6,T=1,Hk=16,Hv=48,K=128,V=128,dtype=bf16,gdtype=bf16,gate=raw,beta=logit,"
                          "l2norm=1,pool=9,pad=2,inplace=1"},
       {"decode_serving_kv", "N=6,T=1,Hk=16,Hv=48,K=128,V=128,dtype=bf16,gate=raw,l2norm=1,pool=9,pad=2,"
