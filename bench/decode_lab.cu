@@ -256,9 +256,9 @@ const void* lib_kernel_ptr(bool kv) {
 cudaError_t launch_lib(bool kv, const DecodeParams& p, cudaStream_t s) {
   const dim3 grid(unsigned(p.N * p.Hv * p.slices));
   if (kv)
-    gdn::cuda::decode_kv_kernel<K, float, false><<<grid, gdn::cuda::kDecodeThreads, 0, s>>>(p);
+    gdn::cuda::decode_kv_kernel<K, float, false><<<grid, gdn::cuda::decode_threads(true), 0, s>>>(p);
   else
-    gdn::cuda::decode_vk_kernel<K, float, false><<<grid, gdn::cuda::kDecodeThreads, 0, s>>>(p);
+    gdn::cuda::decode_vk_kernel<K, float, false><<<grid, gdn::cuda::decode_threads(false), 0, s>>>(p);
   return cudaGetLastError();
 }
 
@@ -398,7 +398,8 @@ const void* variant_kernel(const Variant& v) {
 
 int ctas_per_sm(const Variant& v) {
   int blocks = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, variant_kernel(v), 128, 0));
+  const int threads = v.kind == kLibVk ? gdn::cuda::decode_threads(false) : 128;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, variant_kernel(v), threads, 0));
   return blocks;
 }
 

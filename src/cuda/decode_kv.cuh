@@ -21,16 +21,16 @@
 namespace gdn::cuda {
 
 template <int K, class S, bool Raw>
-__global__ void __launch_bounds__(kDecodeThreads, decode_min_ctas_per_sm(Raw))
+__global__ void __launch_bounds__(decode_threads(true), decode_min_ctas_per_sm(true, Raw))
 decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
   using Tile = DecodeTile<true, K, int(sizeof(S)), Raw>;
   constexpr int W = Tile::W, R = Tile::R, RG = Tile::RG, LC = Tile::LC, BV = Tile::kKvCols;
-  constexpr int NW = kDecodeWarps;
+  constexpr int NW = Tile::kWarps;
   constexpr int NR = 3 + 2 * W;               // values summed per token: q.q, k.k, k.q, a[W], b[W]
   constexpr int NR4 = (NR + 3) / 4;           // ... in float4s
   static_assert(Tile::compiles && W == Chunk::W, "kv tile");
-  static_assert(K <= kDecodeThreads, "q, k staged one element per thread");
+  static_assert(K <= Tile::kThreads, "q, k staged one element per thread");
 
   __shared__ float qk_raw[2][2][K];             // [token parity][q, k][K]
   __shared__ float4 partial[2][NW][LC][NR4];    // [token parity][warp][column lane]: warp sums

@@ -13,9 +13,9 @@ cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
   if constexpr (DecodeTile<KV, K, int(sizeof(S)), Raw>::compiles) {
     const dim3 grid(unsigned(p.N * p.Hv * p.slices));
     if constexpr (KV)
-      decode_kv_kernel<K, S, Raw><<<grid, kDecodeThreads, 0, stream>>>(p);
+      decode_kv_kernel<K, S, Raw><<<grid, decode_threads(true), 0, stream>>>(p);
     else
-      decode_vk_kernel<K, S, Raw><<<grid, kDecodeThreads, 0, stream>>>(p);
+      decode_vk_kernel<K, S, Raw><<<grid, decode_threads(false), 0, stream>>>(p);
     return cudaGetLastError();
   } else {
     return cudaErrorInvalidConfiguration;

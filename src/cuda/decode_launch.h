@@ -10,7 +10,7 @@
 namespace gdn::cuda {
 
 // Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
-// of kDecodeThreads threads. S: float or Bf16; raw: a bf16 state held as stored (at most one
+// of decode_threads(KV) threads. S: float or Bf16; raw: a bf16 state held as stored (at most one
 // token per sequence; decode_tile.h).
 template <bool KV, class S>
 cudaError_t launch_decode(const DecodeParams& p, bool raw, cudaStream_t stream);

@@ -4,8 +4,8 @@
 // (sequence, value head), R 16-byte chunks of W = 16 / sizeof(state) elements (f32: R = 8,
 // W = 4; bf16: R = 4, W = 8), loaded once with streaming loads (all R in flight before any is
 // used), carried through the sequence's tokens in f32 and stored once (rounded once, for a
-// bf16 state). A CTA is kDecodeWarps warps of one (sequence, value head) and covers a slice of
-// V; the grid is N x Hv x slices. Nothing is staged in shared memory: the bytes a
+// bf16 state). A CTA is warps of one (sequence, value head) and covers a slice of V; the grid
+// is N x Hv x slices. Nothing is staged in shared memory: the bytes a
 // multiprocessor keeps in flight are its resident CTAs x 16 KiB (f32 state) or 8 KiB (bf16).
 //   vk  ([V, K], K contiguous): a row (value index v) is spread over L = K / W lanes, a warp
 //       holds G = 32 / L row groups, a thread R rows of its group; sums over k are sums over
@@ -24,8 +24,10 @@
 
 namespace gdn::cuda {
 
-constexpr int kDecodeWarps = 4;
-constexpr int kDecodeThreads = 32 * kDecodeWarps;
+// Warps per CTA: kv, 4 (they split K and exchange partial sums); vk, 1 (its warps never
+// cooperate, and a one-warp CTA frees its slot as soon as it is done).
+constexpr int decode_warps(bool kv) { return kv ? 4 : 1; }
+constexpr int decode_threads(bool kv) { return 32 * decode_warps(kv); }
 constexpr int kStateFloats = 32;  // state values a thread holds, in f32
 
 constexpr int ilog2(int x) { return x <= 1 ? 0 : 1 + ilog2(x / 2); }
@@ -38,16 +40,18 @@ struct DecodeTile {
   // vk
   static constexpr int L = K / W;                // lanes per row
   static constexpr int G = 32 / L;               // row groups per warp
-  static constexpr int kVkRows = kDecodeWarps * G * R;  // rows of V per CTA
+  static constexpr int kWarps = decode_warps(KV);
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kVkRows = kWarps * G * R;        // rows of V per CTA
   // kv
-  static constexpr int RG = K / (kDecodeWarps * R);     // row groups per warp
+  static constexpr int RG = K / (kWarps * R);          // row groups per warp
   static constexpr int LC = 32 / (RG > 0 ? RG : 1);     // column lanes
   static constexpr int kKvCols = LC * W;                // columns of V per CTA
 
   static constexpr int per_cta = KV ? kKvCols : kVkRows;  // slice of V per CTA
   static constexpr bool compiles =
       (K == 64 || K == 128) &&
-      (KV ? (RG >= 1 && RG * kDecodeWarps * R == K && RG <= 32 && 32 % RG == 0)
+      (KV ? (RG >= 1 && RG * kWarps * R == K && RG <= 32 && 32 % RG == 0)
           : (L <= 32 && 32 % L == 0 && 2 * R <= L));  // vk: the 2R row sums fit one row's lanes
 };
 
@@ -79,11 +83,13 @@ constexpr bool decode_tile_valid(bool kv, int K, int V, int state_bytes, bool ra
   return per_cta > 0 && V >= per_cta && V % per_cta == 0;
 }
 
-// CTAs per multiprocessor the register budget must allow (__launch_bounds__' second
-// argument): 6, at most 80 registers a thread, so 6 x 16 KiB = 96 KiB of f32 state in flight
-// per multiprocessor, what the lab's fastest variants kept (96 to 144 KiB all measured alike);
-// a raw bf16 state, 5 (96 registers: at 80 its wider unconverted chunks spilled 228 to 316
-// bytes), 80 KiB in flight. ptxas -v, nvcc 13.0, sm_90a.
-constexpr int decode_min_ctas_per_sm(bool raw) { return raw ? 4 : 6; }
+// CTAs per multiprocessor the register budget must allow (__launch_bounds__' second argument):
+// kv 6 CTAs of 128 threads, vk 24 of 32: at most 80 registers a thread, so a multiprocessor
+// holds 96 KiB of f32 state in flight, what the lab's fastest variants kept (96 to 144 KiB all
+// measured alike); a raw bf16 state, 4 x 128 or 16 x 32 threads: 128 registers (at 80 or 96
+// its wider unconverted chunks spilled 60 to 316 bytes), 64 KiB in flight. ptxas -v, nvcc 13.0.
+constexpr int decode_min_ctas_per_sm(bool kv, bool raw) {
+  return kv ? (raw ? 4 : 6) : (raw ? 16 : 24);
+}
 
 }  // namespace gdn::cuda

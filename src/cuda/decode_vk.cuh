@@ -22,7 +22,7 @@
 namespace gdn::cuda {
 
 template <int K, class S, bool Raw>
-__global__ void __launch_bounds__(kDecodeThreads, decode_min_ctas_per_sm(Raw))
+__global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, Raw))
 decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
   using Tile = DecodeTile<false, K, int(sizeof(S)), Raw>;
