@@ -32,46 +32,64 @@ __device__ __forceinline__ const char* element_at(const void* base, int dtype, i
   return static_cast<const char*>(base) + (off << (dtype == GDN_DTYPE_F32 ? 2 : 1));
 }
 
-// One element of a tensor of `dtype`, read through the read-only path.
-__device__ __forceinline__ float load_scalar(const void* base, int dtype, int64_t off) {
+// Loads go out as raw bits and are converted afterwards, so that every load of a token is in
+// flight before the first is used: a conversion between two loads (a branch on the dtype) made
+// each load wait for the previous one, a chain of memory latencies per token.
+
+// The bits of element `off` of a tensor of `dtype`: f32 32 bits, bf16 / f16 16 (low half).
+__device__ __forceinline__ uint32_t load_bits(const void* base, int dtype, int64_t off) {
   const char* at = element_at(base, dtype, off);
-  if (dtype == GDN_DTYPE_F32) return __ldg(reinterpret_cast<const float*>(at));
-  return half_bits_to_f32(__ldg(reinterpret_cast<const unsigned short*>(at)), dtype);
+  return dtype == GDN_DTYPE_F32 ? __ldg(reinterpret_cast<const unsigned int*>(at))
+                                : uint32_t(__ldg(reinterpret_cast<const unsigned short*>(at)));
 }
 
-// x[0, E) = t[off, off + E): E consecutive elements, off a multiple of E, read in 16-byte
-// vectors (8-byte for 4 half-width elements). cuda_can_implement checks the alignment.
+__device__ __forceinline__ float bits_to_f32(uint32_t bits, int dtype) {
+  return dtype == GDN_DTYPE_F32 ? __uint_as_float(bits) : half_bits_to_f32(bits, dtype);
+}
+
+// E consecutive elements t[off, off + E) as raw bits: f32 in w[0, E), two halves a word in
+// w[0, E / 2) (the lower element in the low half). off a multiple of E; read in 16-byte vectors
+// (8-byte for 4 half-width elements); cuda_can_implement checks the alignment.
 template <int E>
-__device__ __forceinline__ void load_run(const TokenView& t, int64_t off, float* x) {
+struct RunBits {
   static_assert(E % 4 == 0, "runs of whole 4-element vectors");
-  const char* at = element_at(t.p, t.dtype, off);
-  if (t.dtype == GDN_DTYPE_F32) {
-#pragma unroll
-    for (int i = 0; i < E / 4; ++i) {
-      const float4 f = __ldg(reinterpret_cast<const float4*>(at) + i);
-      x[4 * i + 0] = f.x; x[4 * i + 1] = f.y; x[4 * i + 2] = f.z; x[4 * i + 3] = f.w;
-    }
-    return;
-  }
-  uint32_t w[E / 2];  // two elements per word, the lower one in the low half
-  if constexpr (E % 8 == 0) {
-#pragma unroll
-    for (int i = 0; i < E / 8; ++i) {
-      const uint4 u = __ldg(reinterpret_cast<const uint4*>(at) + i);
-      w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
-    }
-  } else {
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(at));
-    w[0] = u.x; w[1] = u.y;
-  }
-#pragma unroll
-  for (int e = 0; e < E / 2; ++e) {
-    x[2 * e] = half_bits_to_f32(w[e] & 0xffffu, t.dtype);
-    x[2 * e + 1] = half_bits_to_f32(w[e] >> 16, t.dtype);
-  }
-}
+  uint32_t w[E];
 
-// t[off, off + E) = x[0, E), rounded to t's dtype (nearest even); aligned as for load_run.
+  __device__ __forceinline__ void load(const TokenView& t, int64_t off) {
+    const char* at = element_at(t.p, t.dtype, off);
+    if (t.dtype == GDN_DTYPE_F32) {
+#pragma unroll
+      for (int i = 0; i < E / 4; ++i) {
+        const uint4 u = __ldg(reinterpret_cast<const uint4*>(at) + i);
+        w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
+      }
+    } else if constexpr (E % 8 == 0) {
+#pragma unroll
+      for (int i = 0; i < E / 8; ++i) {
+        const uint4 u = __ldg(reinterpret_cast<const uint4*>(at) + i);
+        w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
+      }
+    } else {
+      const uint2 u = __ldg(reinterpret_cast<const uint2*>(at));
+      w[0] = u.x; w[1] = u.y;
+    }
+  }
+
+  __device__ __forceinline__ void to_f32(int dtype, float* x) const {
+    if (dtype == GDN_DTYPE_F32) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) x[e] = __uint_as_float(w[e]);
+      return;
+    }
+#pragma unroll
+    for (int e = 0; e < E / 2; ++e) {
+      x[2 * e] = half_bits_to_f32(w[e] & 0xffffu, dtype);
+      x[2 * e + 1] = half_bits_to_f32(w[e] >> 16, dtype);
+    }
+  }
+};
+
+// t[off, off + E) = x[0, E), rounded to t's dtype (nearest even); aligned as for RunBits.
 template <int E>
 __device__ __forceinline__ void store_run(const TokenView& t, int64_t off, const float* x) {
   static_assert(E % 4 == 0, "runs of whole 4-element vectors");
@@ -207,22 +225,38 @@ struct Gates {
   float beta;   // write strength
 };
 
-__device__ __forceinline__ Gates load_gates(const DecodeParams& p, int64_t n, int64_t tok, int h) {
-  float g;
-  if (p.gate == GDN_GATE_RAW) {
-    // g = -exp(A_log[h]) * softplus(a[t, h] + dt_bias[h])    softplus(x) = x for x > 20
-    const float x = load_scalar(p.a.p, p.a.dtype, token_offset(p.a, n, tok, h)) +
-                    load_scalar(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
-    const float softplus = x > 20.f ? x : log1pf(expf(x));
-    g = -expf(load_scalar(p.A_log, p.A_log_dtype, h * p.A_log_stride)) * softplus;
-  } else {
-    g = load_scalar(p.g.p, p.g.dtype, token_offset(p.g, n, tok, h));
-    if (p.gate == GDN_GATE_DECAY_RATE) g = -g;  // alpha = exp(-g)
+// The gate inputs of (token, value head) as raw bits: g (or a, A_log[h], dt_bias[h] for gate
+// raw) and beta.
+struct GateBits {
+  uint32_t g, beta, A_log, dt_bias;
+
+  __device__ __forceinline__ void load(const DecodeParams& p, int64_t n, int64_t tok, int h) {
+    const bool raw = p.gate == GDN_GATE_RAW;
+    const TokenView& gv = raw ? p.a : p.g;
+    g = load_bits(gv.p, gv.dtype, token_offset(gv, n, tok, h));
+    beta = load_bits(p.beta.p, p.beta.dtype, token_offset(p.beta, n, tok, h));
+    if (raw) {
+      A_log = load_bits(p.A_log, p.A_log_dtype, h * p.A_log_stride);
+      dt_bias = load_bits(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
+    }
   }
-  float b = load_scalar(p.beta.p, p.beta.dtype, token_offset(p.beta, n, tok, h));
-  if (p.beta_logit) b = __fdividef(1.f, 1.f + expf(-b));  // beta = sigmoid(b)
-  return Gates{expf(g), b};
-}
+
+  // SPEC "Conventions"
+  __device__ __forceinline__ Gates gates(const DecodeParams& p) const {
+    const bool raw = p.gate == GDN_GATE_RAW;
+    float x = bits_to_f32(g, raw ? p.a.dtype : p.g.dtype);
+    if (raw) {
+      // g = -exp(A_log[h]) * softplus(a[t, h] + dt_bias[h])    softplus(x) = x for x > 20
+      x += bits_to_f32(dt_bias, p.dt_bias_dtype);
+      x = -expf(bits_to_f32(A_log, p.A_log_dtype)) * (x > 20.f ? x : log1pf(expf(x)));
+    } else if (p.gate == GDN_GATE_DECAY_RATE) {
+      x = -x;  // alpha = exp(-g)
+    }
+    float b = bits_to_f32(beta, p.beta.dtype);
+    if (p.beta_logit) b = __fdividef(1.f, 1.f + expf(-b));  // beta = sigmoid(b)
+    return Gates{expf(x), b};
+  }
+};
 
 // ---- reductions
 

@@ -44,13 +44,13 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   const int64_t n = nh / unsigned(p.Hv);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key/query head feeding value head h
 
-  Sequence seq;
-  if (!resolve_sequence(p, n, seq)) return;  // invalid index contents: flag raised, nothing written
-
   // this thread's rows row(i), columns c0 + e
   const int first = warp * (RG * R) + rg;
   auto row = [&](int i) { return first + i * RG; };
   const int c0 = slice * BV + lc * W;
+
+  Sequence seq;
+  if (!resolve_sequence(p, n, seq)) return;  // invalid index contents: flag raised, nothing written
 
   if (seq.slot < 0) {  // padding: o zero; the state (snapshots too) neither read nor written
     const float zero[W] = {};
@@ -78,10 +78,12 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
     const int64_t tok = seq.bos + t;
     const int buf = int(t & 1);  // rewritten at t + 2, after every thread passed t + 1's barriers
 
-    // q, k of the token -> shared memory (element threadIdx.x), v at this thread's columns
+    // q, k of the token -> shared memory (element threadIdx.x)
     if (threadIdx.x < K) {
-      qk_raw[buf][0][threadIdx.x] = load_scalar(p.q.p, p.q.dtype, token_offset(p.q, n, tok, j) + threadIdx.x);
-      qk_raw[buf][1][threadIdx.x] = load_scalar(p.k.p, p.k.dtype, token_offset(p.k, n, tok, j) + threadIdx.x);
+      const uint32_t q_bits = load_bits(p.q.p, p.q.dtype, token_offset(p.q, n, tok, j) + threadIdx.x);
+      const uint32_t k_bits = load_bits(p.k.p, p.k.dtype, token_offset(p.k, n, tok, j) + threadIdx.x);
+      qk_raw[buf][0][threadIdx.x] = bits_to_f32(q_bits, p.q.dtype);
+      qk_raw[buf][1][threadIdx.x] = bits_to_f32(k_bits, p.k.dtype);
     }
     __syncthreads();
 
@@ -124,9 +126,13 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
     const float rq = p.l2norm ? rsqrtf(sum[0] + 1e-6f) : 1.f;
     const float rk = p.l2norm ? rsqrtf(sum[1] + 1e-6f) : 1.f;
     const float kq = rk * rq * sum[2];
-    float v[W];  // v[t, h] at this thread's columns
-    load_run<W>(p.v, token_offset(p.v, n, tok, h) + c0, v);
-    const Gates gate = load_gates(p, n, tok, h);
+    RunBits<W> v_bits;  // v[t, h] at this thread's columns
+    GateBits gate_bits;
+    v_bits.load(p.v, token_offset(p.v, n, tok, h) + c0);
+    gate_bits.load(p, n, tok, h);
+    float v[W];
+    v_bits.to_f32(p.v.dtype, v);
+    const Gates gate = gate_bits.gates(p);
     float delta[W], out[W];
 #pragma unroll
     for (int e = 0; e < W; ++e) {

@@ -42,14 +42,30 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   const int64_t n = nh / unsigned(p.Hv);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key/query head feeding value head h
 
-  Sequence seq;
-  if (!resolve_sequence(p, n, seq)) return;  // invalid index contents: flag raised, nothing written
-
   const int first = slice * Tile::kVkRows + (threadIdx.x / 32) * (G * R) + grp;
   auto row = [&](int r) { return first + r * G; };
   const int c0 = c * W;                         // this lane's first column
   const int mine = c >> SH;                     // the sum this lane holds after the reduction
   const int my_row = row(mine % R);
+
+  // a token's inputs as raw bits: every load in flight before the first is used
+  struct TokenIn {
+    RunBits<W> q, k;  // this lane's columns
+    uint32_t v;       // at my_row
+    GateBits gate;
+  } in;
+  auto issue = [&](int64_t tok) {
+    in.q.load(p.q, token_offset(p.q, n, tok, j) + c0);
+    in.k.load(p.k, token_offset(p.k, n, tok, j) + c0);
+    in.v = load_bits(p.v.p, p.v.dtype, token_offset(p.v, n, tok, h) + my_row);
+    in.gate.load(p, n, tok, h);
+  };
+  // dense: the first token's inputs do not depend on index contents; their loads go out first
+  const bool early = !p.cu_seqlens && p.T > 0;
+  if (early) issue(0);
+
+  Sequence seq;
+  if (!resolve_sequence(p, n, seq)) return;  // invalid index contents: flag raised, nothing written
 
   if (seq.slot < 0) {  // padding: o zero; the state (snapshots too) neither read nor written
     if (mine >= R && (c & ((1 << SH) - 1)) == 0)
@@ -74,11 +90,12 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {
     const int64_t tok = seq.bos + t;
+    if (t > 0 || !early) issue(tok);
     float q[W], k[W];
-    load_run<W>(p.q, token_offset(p.q, n, tok, j) + c0, q);
-    load_run<W>(p.k, token_offset(p.k, n, tok, j) + c0, k);
-    const float v = load_scalar(p.v.p, p.v.dtype, token_offset(p.v, n, tok, h) + my_row);
-    const Gates gate = load_gates(p, n, tok, h);
+    in.q.to_f32(p.q.dtype, q);
+    in.k.to_f32(p.k.dtype, k);
+    const float v = bits_to_f32(in.v, p.v.dtype);
+    const Gates gate = in.gate.gates(p);
 
     // q.q, k.k, k.q over the row's lanes; q, k <- x rsqrt(x . x + 1e-6) scale the sums below
     float qk[3] = {};
