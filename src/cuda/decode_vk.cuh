@@ -90,16 +90,12 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {
     const int64_t tok = seq.bos + t;
-    // f32 state: the next token's loads go out before this one's math (a bf16 state's kernels
-    // would spill the registers that takes)
-    constexpr bool kPrefetch = sizeof(S) == 4;
-    if (kPrefetch ? t == 0 && !early : t > 0 || !early) issue(tok);
+    if (t > 0 || !early) issue(tok);
     float q[W], k[W];
     in.q.to_f32(p.q.dtype, q);
     in.k.to_f32(p.k.dtype, k);
     const float v = bits_to_f32(in.v, p.v.dtype);
     const Gates gate = in.gate.gates(p);
-    if (kPrefetch && t + 1 < seq.len) issue(tok + 1);
 
     // q.q, k.k, k.q over the row's lanes; q, k <- x rsqrt(x . x + 1e-6) scale the sums below
     float qk[3] = {};
