@@ -218,6 +218,24 @@ __device__ __forceinline__ S* state_at(const StateView& s, int64_t slot, int64_t
   return static_cast<S*>(s.p) + slot * s.slot + h * s.head;
 }
 
+// The initial state's chunks of (slot, h) into `held`: chunk r at row row(r), columns
+// [c0, c0 + W); all R loads issued before any is used. Zeros without an initial state.
+template <class S, int R, bool Raw, class RowOf>
+__device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, const DecodeParams& p, int64_t slot,
+                                                   int h, int c0, RowOf row) {
+  if (p.h0.p) {
+    const S* h0 = state_at<S>(p.h0, slot, h) + c0;
+    uint4 raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row);
+#pragma unroll
+    for (int r = 0; r < R; ++r) held.load(r, raw[r]);
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) held.zero(r);
+  }
+}
+
 // ---- gates (SPEC "Conventions"), per (token, value head); the same in every thread
 
 struct Gates {

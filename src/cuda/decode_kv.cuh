@@ -61,17 +61,7 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
 
   // S(n, h) rows -> registers: all R loads issued before any is used
   HeldState<S, R, Raw> s;
-  if (p.h0.p) {
-    const S* h0 = state_at<S>(p.h0, seq.slot, h) + c0;
-    uint4 raw[R];
-#pragma unroll
-    for (int i = 0; i < R; ++i) raw[i] = load_chunk(h0 + int64_t(row(i)) * p.h0.row);
-#pragma unroll
-    for (int i = 0; i < R; ++i) s.load(i, raw[i]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < R; ++i) s.zero(i);
-  }
+  load_initial_state(s, p, seq.slot, h, c0, row);
 
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {

@@ -75,17 +75,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 
   // S(n, h) rows -> registers: all R loads issued before any is used
   HeldState<S, R, Raw> s;
-  if (p.h0.p) {
-    const S* h0 = state_at<S>(p.h0, seq.slot, h) + c0;
-    uint4 raw[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row);
-#pragma unroll
-    for (int r = 0; r < R; ++r) s.load(r, raw[r]);
-  } else {
-#pragma unroll
-    for (int r = 0; r < R; ++r) s.zero(r);
-  }
+  load_initial_state(s, p, seq.slot, h, c0, row);
 
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {
