@@ -218,23 +218,6 @@ __device__ __forceinline__ S* state_at(const StateView& s, int64_t slot, int64_t
   return static_cast<S*>(s.p) + slot * s.slot + h * s.head;
 }
 
-// The initial state's chunks of (slot, h) into `held`: chunk r at row row(r), columns
-// [c0, c0 + W); all R loads issued before any is used. Zeros without an initial state.
-template <class S, int R, bool Raw, class RowOf>
-__device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, const DecodeParams& p, int64_t slot,
-                                                   int h, int c0, RowOf row) {
-  if (p.h0.p) {
-    const S* h0 = state_at<S>(p.h0, slot, h) + c0;
-    uint4 raw[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row);
-#pragma unroll
-    for (int r = 0; r < R; ++r) held.load(r, raw[r]);
-  } else {
-#pragma unroll
-    for (int r = 0; r < R; ++r) held.zero(r);
-  }
-}
 
 // ---- gates (SPEC "Conventions"), per (token, value head); the same in every thread
 
@@ -374,6 +357,51 @@ __device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t 
   if (bad == 0) return true;
   if (threadIdx.x == 0 && p.error_flags) atomicOr(p.error_flags, bad);
   return false;
+}
+
+// ---- the held state in and out
+
+// The initial state's chunks of (slot, h) into `held`: chunk r at row row(r), columns
+// [c0, c0 + W); all R loads issued before any is used. Zeros without an initial state.
+template <class S, int R, bool Raw, class RowOf>
+__device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, const DecodeParams& p, int64_t slot,
+                                                   int h, int c0, RowOf row) {
+  if (p.h0.p) {
+    const S* h0 = state_at<S>(p.h0, slot, h) + c0;
+    uint4 raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row);
+#pragma unroll
+    for (int r = 0; r < R; ++r) held.load(r, raw[r]);
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) held.zero(r);
+  }
+}
+
+// R held chunks to a state tensor: chunk r at dst + row(r) * row_stride (dst already at the
+// thread's first column).
+template <class S, int R, bool Raw, class RowOf>
+__device__ __forceinline__ void store_held(const HeldState<S, R, Raw>& held, S* dst, int64_t row_stride, RowOf row) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) store_chunk(dst + int64_t(row(r)) * row_stride, held.stored(r));
+}
+
+// The state after token `tok` of sequence n is kept when a snapshot is asked: where (n, tok, h)'s
+// snapshot starts and its row stride, or null (no snapshots, or a -1 pool slot).
+template <class S>
+__device__ __forceinline__ S* snapshot_at(const DecodeParams& p, int64_t n, int64_t tok, int h, int64_t& row_stride) {
+  row_stride = 0;
+  if (p.snap_mode == kSnapDense) {
+    row_stride = p.snap_row;
+    return static_cast<S*>(p.snap_dense.p) + token_offset(p.snap_dense, n, tok, h);
+  }
+  if (p.snap_mode == kSnapPool) {
+    row_stride = p.snap_pool.row;
+    const int32_t slot = snapshot_slot(p, n, tok);
+    return slot >= 0 ? state_at<S>(p.snap_pool, slot, h) : nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace gdn::cuda

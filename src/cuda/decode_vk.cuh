@@ -131,29 +131,13 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
       s.set(r, x);
     }
 
-    S* snap = nullptr;  // the state after this token, if kept
-    int64_t snap_row = 0;
-    if (p.snap_mode == kSnapDense) {
-      snap = static_cast<S*>(p.snap_dense.p) + token_offset(p.snap_dense, n, tok, h);
-      snap_row = p.snap_row;
-    } else if (p.snap_mode == kSnapPool) {
-      const int32_t slot = snapshot_slot(p, n, tok);
-      if (slot >= 0) snap = state_at<S>(p.snap_pool, slot, h);
-      snap_row = p.snap_pool.row;
-    }
-    if (snap) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) store_chunk(snap + int64_t(row(r)) * snap_row + c0, s.stored(r));
-    }
+    int64_t snap_row;
+    if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row);
   }
 
   // the final state (may be the initial state's memory: each chunk is this thread's alone);
   // no tokens: the initial one
-  if (p.ht.p) {
-    S* ht = state_at<S>(p.ht, seq.slot, h) + c0;
-#pragma unroll
-    for (int r = 0; r < R; ++r) store_chunk(ht + int64_t(row(r)) * p.ht.row, s.stored(r));
-  }
+  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row);
 }
 
 }  // namespace gdn::cuda
