@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/decode_params.h"
+#include "cuda/sequence.cuh"
 #include "gdn/gdn.h"
 
 namespace gdn::cuda {
@@ -308,43 +309,16 @@ __device__ __forceinline__ float sum_within_group_transposed(float* x) {
 
 // ---- sequences
 
-struct Sequence {
-  int64_t bos = 0;   // first token in the batch's token axis
-  int64_t len = 0;   // tokens
-  int64_t slot = 0;  // state slot: n (dense), state_indices[n] (pool); -1: padding
-};
-
-__device__ __forceinline__ int64_t load_cu_seqlen(const DecodeParams& p, int64_t i) {
-  return p.cu_seqlens_i64 ? static_cast<const int64_t*>(p.cu_seqlens)[i]
-                          : static_cast<const int32_t*>(p.cu_seqlens)[i];
-}
-
 __device__ __forceinline__ int32_t snapshot_slot(const DecodeParams& p, int64_t n, int64_t tok) {
   return p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
 }
 
 // Resolves sequence n and checks every device-resident index entry it uses (SPEC "Errors"):
-// cu_seqlens[n], cu_seqlens[n + 1] (start 0, non-decreasing, within T_total), state_indices[n]
-// in [-1, P), snapshot_indices[n, t] in [-1, P2). On an invalid entry it ORs the matching
-// GDN_ERROR_FLAG_* into *error_flags and returns false: the caller then writes nothing.
+// those of resolve_span, and snapshot_indices[n, t] in [-1, P2). On an invalid entry it ORs the
+// matching GDN_ERROR_FLAG_* into *error_flags and returns false: the caller then writes nothing.
 // Every thread of the CTA calls it (it synchronises when snapshot indices are given).
 __device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t n, Sequence& s) {
-  uint32_t bad = 0;
-  if (p.cu_seqlens) {
-    const int64_t bos = load_cu_seqlen(p, n), eos = load_cu_seqlen(p, n + 1);
-    if ((n == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total) bad |= GDN_ERROR_FLAG_CU_SEQLENS;
-    s.bos = bos;
-    s.len = eos - bos;
-  } else {
-    s.bos = 0;
-    s.len = p.T;
-  }
-  s.slot = n;
-  if (p.state_indices) {
-    const int32_t slot = p.state_indices[n * p.state_indices_stride];
-    if (slot < -1 || slot >= p.pool_slots) bad |= GDN_ERROR_FLAG_STATE_INDICES;
-    s.slot = slot;
-  }
+  uint32_t bad = resolve_span(p, n, s);
   // Snapshot slots of a padded sequence are not used (it writes no state).
   if (p.snapshot_indices && bad == 0 && s.slot >= 0) {
     int invalid = 0;
@@ -354,9 +328,7 @@ __device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t 
     }
     if (__syncthreads_or(invalid)) bad |= GDN_ERROR_FLAG_SNAPSHOT_INDICES;
   }
-  if (bad == 0) return true;
-  if (threadIdx.x == 0 && p.error_flags) atomicOr(p.error_flags, bad);
-  return false;
+  return valid_or_flagged(p.error_flags, bad);
 }
 
 // ---- the held state in and out

@@ -1,0 +1,58 @@
+// A batch's sequences on the device: where sequence n's tokens are and which state slot it uses,
+// with the checks SPEC.md's "Errors" asks of index contents in device memory. Params: a kernel's
+// parameter block with the fields T, T_total, cu_seqlens, cu_seqlens_i64, state_indices,
+// state_indices_stride, pool_slots. Used by the recurrent kernels; the chunked kernel keeps its
+// own copy until a GPU run can time it on this one (the change moved its whole instruction
+// schedule, docs/NOTES.md).
+#pragma once
+
+#include <cstdint>
+
+#include "gdn/gdn.h"
+
+namespace gdn::cuda {
+
+struct Sequence {
+  int64_t bos = 0;   // first token in the batch's token axis
+  int64_t len = 0;   // tokens
+  int64_t slot = 0;  // state slot: n (dense), state_indices[n] (pool); -1: padding
+};
+
+template <class Params>
+__device__ __forceinline__ int64_t cu_seqlen_at(const Params& p, int64_t i) {
+  return p.cu_seqlens_i64 ? static_cast<const int64_t*>(p.cu_seqlens)[i]
+                          : static_cast<const int32_t*>(p.cu_seqlens)[i];
+}
+
+// Sequence n's tokens and state slot. Checks cu_seqlens[n], cu_seqlens[n + 1] (start 0,
+// non-decreasing, within T_total) and state_indices[n] in [-1, P); returns the
+// GDN_ERROR_FLAG_* bits of the invalid ones (0: valid).
+template <class Params>
+__device__ __forceinline__ uint32_t resolve_span(const Params& p, int64_t n, Sequence& s) {
+  uint32_t bad = 0;
+  if (p.cu_seqlens) {
+    const int64_t bos = cu_seqlen_at(p, n), eos = cu_seqlen_at(p, n + 1);
+    if ((n == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total) bad |= GDN_ERROR_FLAG_CU_SEQLENS;
+    s.bos = bos;
+    s.len = eos - bos;
+  } else {
+    s.bos = 0;
+    s.len = p.T;
+  }
+  s.slot = n;
+  if (p.state_indices) {
+    const int32_t slot = p.state_indices[n * p.state_indices_stride];
+    if (slot < -1 || slot >= p.pool_slots) bad |= GDN_ERROR_FLAG_STATE_INDICES;
+    s.slot = slot;
+  }
+  return bad;
+}
+
+// ORs `bad` into the error word (once per CTA) and says whether the sequence may be written.
+__device__ __forceinline__ bool valid_or_flagged(uint32_t* error_flags, uint32_t bad) {
+  if (bad == 0) return true;
+  if (threadIdx.x == 0 && error_flags) atomicOr(error_flags, bad);
+  return false;
+}
+
+}  // namespace gdn::cuda
