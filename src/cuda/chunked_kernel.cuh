@@ -34,6 +34,7 @@
 #include "cuda/chunked_mma.cuh"
 #include "cuda/chunked_params.h"
 #include "cuda/chunked_tile.h"
+#include "cuda/sequence.cuh"
 #include "gdn/gdn.h"
 
 namespace gdn::cuda::chunked {
@@ -52,39 +53,10 @@ __device__ __forceinline__ float load_scalar(const void* base, int dtype, int64_
                                  : __half2float(__ushort_as_half(bits));
 }
 
-struct Seq {
-  int64_t bos = 0;   // first token in the batch's token axis
-  int64_t len = 0;   // tokens
-  int64_t slot = 0;  // state slot; -1: padding
-};
-
-// Resolves sequence n and checks the device-resident index entries it uses (SPEC "Errors"):
-// cu_seqlens[n], cu_seqlens[n + 1] (start 0, non-decreasing, within T_total) and
-// state_indices[n] in [-1, P). An invalid entry raises its flag; the sequence writes nothing.
-__device__ __forceinline__ bool resolve_sequence(const ChunkParams& p, int64_t n, Seq& s) {
-  uint32_t bad = 0;
-  if (p.cu_seqlens) {
-    const int64_t bos = p.cu_seqlens_i64 ? static_cast<const int64_t*>(p.cu_seqlens)[n]
-                                         : static_cast<const int32_t*>(p.cu_seqlens)[n];
-    const int64_t eos = p.cu_seqlens_i64 ? static_cast<const int64_t*>(p.cu_seqlens)[n + 1]
-                                         : static_cast<const int32_t*>(p.cu_seqlens)[n + 1];
-    if ((n == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total)
-      bad |= GDN_ERROR_FLAG_CU_SEQLENS;
-    s.bos = bos;
-    s.len = eos - bos;
-  } else {
-    s.bos = 0;
-    s.len = p.T;
-  }
-  s.slot = n;
-  if (p.state_indices) {
-    const int32_t slot = p.state_indices[n * p.state_indices_stride];
-    if (slot < -1 || slot >= p.pool_slots) bad |= GDN_ERROR_FLAG_STATE_INDICES;
-    s.slot = slot;
-  }
-  if (bad == 0) return true;
-  if (threadIdx.x == 0 && p.error_flags) atomicOr(p.error_flags, bad);
-  return false;
+// Resolves sequence n and checks the device-resident index entries it uses (resolve_span). An
+// invalid entry raises its flag; the sequence writes nothing.
+__device__ __forceinline__ bool resolve_sequence(const ChunkParams& p, int64_t n, Sequence& s) {
+  return valid_or_flagged(p.error_flags, resolve_span(p, n, s));
 }
 
 // Per value head constants of gate raw: -exp(A_log[h]) and dt_bias[h].
@@ -120,7 +92,7 @@ struct RawGates {
   float g[2] = {0.f, 0.f}, b[2] = {0.f, 0.f};
 };
 
-__device__ __forceinline__ RawGates load_raw_gates(const ChunkParams& p, int64_t n, const Seq& sq,
+__device__ __forceinline__ RawGates load_raw_gates(const ChunkParams& p, int64_t n, const Sequence& sq,
                                                    int h, int64_t c, int lane) {
   RawGates r;
   const TokenView& gate = p.gate == GDN_GATE_RAW ? p.a : p.g;
@@ -586,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   const int h = int(blockIdx.x % p.Hv);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
 
-  Seq sq;
+  Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
   if (sq.slot < 0) {                        // padding: outputs zero, no state read or written
     for (int64_t r = tid >> 4; r < sq.len; r += kThreads / 16) {

@@ -1,9 +1,7 @@
 // A batch's sequences on the device: where sequence n's tokens are and which state slot it uses,
 // with the checks SPEC.md's "Errors" asks of index contents in device memory. Params: a kernel's
 // parameter block with the fields T, T_total, cu_seqlens, cu_seqlens_i64, state_indices,
-// state_indices_stride, pool_slots. Used by the recurrent kernels; the chunked kernel keeps its
-// own copy until a GPU run can time it on this one (the change moved its whole instruction
-// schedule, docs/NOTES.md).
+// state_indices_stride, pool_slots. Used by the recurrent and the chunked kernels.
 #pragma once
 
 #include <cstdint>
