@@ -313,6 +313,24 @@ __device__ __forceinline__ int32_t snapshot_slot(const DecodeParams& p, int64_t 
   return p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
 }
 
+// What a CTA works on: the grid is (sequence n, value head h, slice of V), slice fastest.
+struct CtaWork {
+  int64_t n;
+  int h;
+  int j;      // the key/query head feeding value head h
+  int slice;
+};
+
+__device__ __forceinline__ CtaWork cta_work(const DecodeParams& p) {
+  CtaWork w;
+  w.slice = int(blockIdx.x % unsigned(p.slices));
+  const unsigned nh = blockIdx.x / unsigned(p.slices);
+  w.h = int(nh % unsigned(p.Hv));
+  w.n = nh / unsigned(p.Hv);
+  w.j = p.tiled ? w.h % p.Hk : w.h / p.ratio;
+  return w;
+}
+
 // Resolves sequence n and checks every device-resident index entry it uses (SPEC "Errors"):
 // those of resolve_span, and snapshot_indices[n, t] in [-1, P2). On an invalid entry it ORs the
 // matching GDN_ERROR_FLAG_* into *error_flags and returns false: the caller then writes nothing.

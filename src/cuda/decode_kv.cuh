@@ -38,11 +38,9 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   const int lc = threadIdx.x % LC;
   const int rg = (threadIdx.x % 32) / LC;
   const int warp = threadIdx.x / 32;
-  const int slice = int(blockIdx.x % unsigned(p.slices));  // grid: (n, h, slice), slice fastest
-  const unsigned nh = blockIdx.x / unsigned(p.slices);
-  const int h = int(nh % unsigned(p.Hv));
-  const int64_t n = nh / unsigned(p.Hv);
-  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key/query head feeding value head h
+  const CtaWork cta = cta_work(p);
+  const int64_t n = cta.n;
+  const int h = cta.h, j = cta.j, slice = cta.slice;
 
   // this thread's rows row(i), columns c0 + e
   const int first = warp * (RG * R) + rg;

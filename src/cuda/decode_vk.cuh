@@ -36,11 +36,9 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   const int c = lane % L;                       // position in the row group
   const int grp = lane / L;
   const int base = lane - c;                    // first lane of the row group
-  const int slice = int(blockIdx.x % unsigned(p.slices));  // grid: (n, h, slice), slice fastest
-  const unsigned nh = blockIdx.x / unsigned(p.slices);
-  const int h = int(nh % unsigned(p.Hv));
-  const int64_t n = nh / unsigned(p.Hv);
-  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key/query head feeding value head h
+  const CtaWork cta = cta_work(p);
+  const int64_t n = cta.n;
+  const int h = cta.h, j = cta.j, slice = cta.slice;
 
   const int first = slice * Tile::kVkRows + (threadIdx.x / 32) * (G * R) + grp;
   auto row = [&](int r) { return first + r * G; };
