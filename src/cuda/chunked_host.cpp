@@ -54,40 +54,9 @@ int64_t tokens_per_sequence(const Problem& p) {
 
 ck::ChunkParams make_params(const Problem& p) {
   ck::ChunkParams c;
-  c.N = p.N;
-  c.T = p.T;
-  c.T_total = p.T_total;
-  c.Hk = int32_t(p.Hk);
-  c.Hv = int32_t(p.Hv);
-  c.ratio = int32_t(p.ratio);
-  c.q = cuda::token_view(p.q);
-  c.k = cuda::token_view(p.k);
-  c.v = cuda::token_view(p.v);
-  c.o = cuda::token_view(p.o);
-  c.g = cuda::token_view(p.g);
-  c.beta = cuda::token_view(p.beta);
-  c.a = cuda::token_view(p.a);
-  c.A_log = p.A_log.data;
-  c.A_log_stride = p.A_log.stride;
-  c.A_log_dtype = p.A_log.dtype;
-  c.dt_bias = p.dt_bias.data;
-  c.dt_bias_stride = p.dt_bias.stride;
-  c.dt_bias_dtype = p.dt_bias.dtype;
-  c.h0 = cuda::state_view(p.initial_state);
-  c.ht = cuda::state_view(p.final_state);
+  static_cast<cuda::BatchParams&>(c) = cuda::batch_params(p);
   c.state_bf16 = state_dtype(p) == GDN_DTYPE_BF16;
   c.state_kv = p.state_layout == GDN_STATE_KV;
-  c.cu_seqlens = p.packed ? p.cu_seqlens : nullptr;
-  c.cu_seqlens_i64 = p.cu_seqlens_dtype == GDN_DTYPE_I64;
-  c.state_indices = p.state_indices;
-  c.state_indices_stride = p.state_indices_stride;
-  c.pool_slots = p.pool_slots;
-  c.error_flags = p.error_flags;
-  c.gate = p.gate;
-  c.beta_logit = p.beta_mode == GDN_BETA_LOGIT;
-  c.tiled = p.head_map == GDN_HEAD_MAP_TILED;
-  c.l2norm = p.qk_l2norm;
-  c.scale = p.scale;
   return c;
 }
 

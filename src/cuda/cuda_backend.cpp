@@ -92,32 +92,10 @@ int decode_per_cta(const Problem& p) {
 
 DecodeParams make_params(const Problem& p) {
   DecodeParams d;
-  d.N = p.N;
-  d.T = p.T;
-  d.T_total = p.T_total;
-  d.Hk = int32_t(p.Hk);
-  d.Hv = int32_t(p.Hv);
+  static_cast<cuda::BatchParams&>(d) = cuda::batch_params(p);
   d.K = int32_t(p.K);
   d.V = int32_t(p.V);
-  d.ratio = int32_t(p.ratio);
   d.slices = d.V / decode_per_cta(p);
-
-  d.q = token_view(p.q);
-  d.k = token_view(p.k);
-  d.v = token_view(p.v);
-  d.o = token_view(p.o);
-  d.g = token_view(p.g);
-  d.beta = token_view(p.beta);
-  d.a = token_view(p.a);
-  d.A_log = p.A_log.data;
-  d.A_log_stride = p.A_log.stride;
-  d.A_log_dtype = p.A_log.dtype;
-  d.dt_bias = p.dt_bias.data;
-  d.dt_bias_stride = p.dt_bias.stride;
-  d.dt_bias_dtype = p.dt_bias.dtype;
-
-  d.h0 = state_view(p.initial_state);
-  d.ht = state_view(p.final_state);
   if (p.snapshots_pool.data) {
     d.snap_mode = cuda::kSnapPool;
     d.snap_pool = state_view(p.snapshots_pool);
@@ -126,23 +104,10 @@ DecodeParams make_params(const Problem& p) {
     d.snap_dense = token_view(p.snapshots_dense);
     d.snap_row = p.snapshots_dense.row;
   }
-
-  d.cu_seqlens = p.packed ? p.cu_seqlens : nullptr;
-  d.cu_seqlens_i64 = p.cu_seqlens_dtype == GDN_DTYPE_I64;
-  d.state_indices = p.state_indices;
-  d.state_indices_stride = p.state_indices_stride;
-  d.pool_slots = p.pool_slots;
   d.snapshot_indices = p.snapshot_indices;
   d.snap_idx_seq = p.snapshot_index_strides.seq;
   d.snap_idx_tok = p.snapshot_index_strides.tok;
   d.snap_pool_slots = p.snapshot_pool_slots;
-  d.error_flags = p.error_flags;
-
-  d.gate = p.gate;
-  d.beta_logit = p.beta_mode == GDN_BETA_LOGIT;
-  d.tiled = p.head_map == GDN_HEAD_MAP_TILED;
-  d.l2norm = p.qk_l2norm;
-  d.scale = p.scale;
   return d;
 }
 
