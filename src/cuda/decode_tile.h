@@ -4,17 +4,17 @@
 // (sequence, value head), R 16-byte chunks of W = 16 / sizeof(state) elements (f32: R = 8,
 // W = 4; bf16: R = 4, W = 8), loaded once with streaming loads (all R in flight before any is
 // used), carried through the sequence's tokens in f32 and stored once (rounded once, for a
-// bf16 state). A CTA is warps of one (sequence, value head) and covers a slice of V; the grid
-// is N x Hv x slices. Nothing is staged in shared memory: the bytes a
-// multiprocessor keeps in flight are its resident CTAs x 16 KiB (f32 state) or 8 KiB (bf16).
+// bf16 state). A bf16 state through at most one token (dense T = 1) is held raw instead: R = 8,
+// 4 registers a chunk. A CTA is decode_warps() warps of one (sequence, value head) and covers a
+// slice of V; the grid is N x Hv x slices. Nothing is staged in shared memory: the bytes a
+// multiprocessor keeps in flight are its resident threads x R x 16 bytes.
 //   vk  ([V, K], K contiguous): a row (value index v) is spread over L = K / W lanes, a warp
 //       holds G = 32 / L row groups, a thread R rows of its group; sums over k are sums over
-//       the L lanes of a row group (a transposed shuffle reduction). CTA: 4 G R rows of V.
+//       the L lanes of a row group (a transposed shuffle reduction). CTA: one warp, G R rows.
 //   kv  ([K, V], V contiguous): a thread holds W adjacent columns of R rows k; the warp's
 //       LC = V-columns lanes x RG row groups, the 4 warps split K, so sums over k are per-thread
 //       sums, shuffles over the warp's row groups, then shared memory over the 4 warps.
 //       CTA: BV = LC W columns of V, all K rows.
-// A bf16 state through at most one token (dense T = 1) is held raw (twice the rows a thread).
 // Measured before it was written (bench/decode_lab.cu, H200, f32 vk, B = 64..1024): this
 // design at 4 to 16 rows per warp moved 3.86 to 3.90 TB/s against 2.6 to 2.8 for the
 // shared-memory staged v2 at its built tile.
