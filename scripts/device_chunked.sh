@@ -12,7 +12,7 @@
 #   5. --sanitize: compute-sanitizer racecheck and memcheck on two small cases.
 # Logs go to $OUT (at most 8 files come back): summary.txt, tests.log, cases.log, bench.log,
 # <date>-h200-prefill.json, and ncu_* or sanitizer.log, build.log (when it builds).
-# DEADLINE (seconds, default 330) bounds the whole script.
+# DEADLINE (seconds, default 330) bounds the whole script; BENCH_CASES=a,b picks benchmark cases.
 #
 # On the development machine, first:   bash scripts/device_chunked.sh --pack
 # then: run(command="bash scripts/device_chunked.sh [--profile] [--sanitize]", carry=[".whl", "build-chunk-carry", ".devdeps"],
@@ -110,7 +110,7 @@ fi
 
 # ---- 4. benchmark
 BENCH_LEFT=$(( $(left 40) - 60 ))
-timeout "$(left 40)" python3 bench/bench_prefill.py --lib "$LIB" --out "$OUT" --crossover \
+timeout "$(left 40)" python3 bench/bench_prefill.py --lib "$LIB" --out "$OUT" --crossover ${BENCH_CASES:+--cases "$BENCH_CASES"} \
   --deadline "$(( BENCH_LEFT > 1 ? BENCH_LEFT : 1 ))" >> "$OUT/bench.log" 2>&1
 note "bench: rc=$? ($(elapsed)s)"
 sed -n '/^results:/,$p' "$OUT/bench.log" | tee -a "$SUMMARY"

@@ -53,6 +53,32 @@ __device__ __forceinline__ float load_scalar(const void* base, int dtype, int64_
                                  : __half2float(__ushort_as_half(bits));
 }
 
+// Packed batches: the sequence CTA row `rank` (blockIdx.x / Hv) works on, longest first. CTAs
+// start roughly in blockIdx order and each runs its sequence's chain of chunks, so a long
+// sequence started in the last wave sets the end of the whole launch (measured: the 5224-token
+// sequence of prefill-varlen16, 16th of 16, started last). Longest first is the classic list
+// schedule for that. Lengths are ranked in the kernel from cu_seqlens (no host read, no
+// workspace): each thread ranks up to kMaxRanked / kThreads sequences against all of them,
+// ties by index, a strict total order, so it is a permutation even for invalid entries (which
+// resolve_sequence then flags). Above kMaxRanked sequences, or dense: the identity.
+constexpr int kMaxRanked = 256;
+
+__device__ __forceinline__ int64_t longest_first(const ChunkParams& p, int64_t rank) {
+  if (!p.cu_seqlens || p.N > kMaxRanked || p.N < 2) return rank;  // uniform over the CTA
+  __shared__ int64_t len[kMaxRanked];
+  __shared__ int64_t chosen;
+  const int n = int(p.N);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) len[i] = cu_seqlen_at(p, i + 1) - cu_seqlen_at(p, i);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    int r = 0;  // sequences before i: longer, or as long with a smaller index
+    for (int m = 0; m < n; ++m) r += len[m] > len[i] || (len[m] == len[i] && m < i);
+    if (r == rank) chosen = i;
+  }
+  __syncthreads();
+  return chosen;
+}
+
 // Resolves sequence n and checks the device-resident index entries it uses (resolve_span). An
 // invalid entry raises its flag; the sequence writes nothing.
 __device__ __forceinline__ bool resolve_sequence(const ChunkParams& p, int64_t n, Sequence& s) {
@@ -554,7 +580,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
-  const int64_t n = blockIdx.x / p.Hv;
+  const int64_t n = longest_first(p, blockIdx.x / p.Hv);
   const int h = int(blockIdx.x % p.Hv);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
 

@@ -43,11 +43,13 @@ inline constexpr int kLdCC = kTile.ld_cc;
 inline constexpr int kLdF = kTile.ld_f32;
 
 // Path auto takes the chunked kernel from this many tokens per sequence (dense: T; packed: the
-// mean T_total / N, since the host cannot read cu_seqlens). 64 is one full chunk: below it a
-// chunk step (13.4 us measured for v1) is mostly padding, and the recurrent kernel, one state
-// pass per token, is the cheaper path. A chosen constant: the sweep of both paths over T is in
-// bench/bench_prefill.py --crossover and has not completed on the device yet (docs/NOTES.md).
-inline constexpr int64_t kAutoMinTokens = 64;
+// mean T_total / N, since the host cannot read cu_seqlens). Measured (bench/bench_prefill.py
+// --crossover, H200, N = 32, Hv = 32, bf16, results in bench/results/*-prefill-longest-first.json):
+// recurrent 0.104 / 0.191 / 0.368 ms against chunked 0.181 / 0.183 / 0.184 ms at T = 8 / 16 / 32.
+// The recurrent kernel costs one state pass plus about 11 us a token, the chunked one a chunk
+// step (13.4 us) per wave whatever T <= 64 is; both scale with N Hv alike, so the crossover
+// (between 8 and 16 tokens) does not move with the batch.
+inline constexpr int64_t kAutoMinTokens = 16;
 constexpr bool auto_prefers_chunked(int64_t tokens_per_sequence) {
   return tokens_per_sequence >= kAutoMinTokens;
 }
