@@ -209,6 +209,8 @@ def main():
     ap.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
     ap.add_argument("--no-peer", action="store_true", help="time ours only (e.g. under a profiler)")
     ap.add_argument("--crossover", action="store_true", help="also time path recurrent vs chunked at short T")
+    ap.add_argument("--forms", default="", help="also time these forms of ours, e.g. fused,split,split:1 "
+                    "(GDN_CHUNKED_FORM[:GDN_CHUNKED_SEGMENTS]; ours_ms is the library's own choice)")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
@@ -260,6 +262,22 @@ def main():
             row["rel_err_o"], row["rel_err_state"] = sampled_errors(x, lengths, Hk, Hv, packed, x["o"], x["ht"])
             row["ours_ms"] = triton.testing.do_bench(ours, warmup=10, rep=args.rep, return_mode="median")
             row["tokens_per_s"] = sum(lengths) / (row["ours_ms"] * 1e-3)
+            for form in filter(None, args.forms.split(",")):
+                os.environ["GDN_CHUNKED_FORM"], _, segments = form.partition(":")
+                if segments:
+                    os.environ["GDN_CHUNKED_SEGMENTS"] = segments
+                try:
+                    af = ours_args(lib, x, packed)
+                    x["o"].fill_(float("nan"))
+                    lib.forward(af)
+                    torch.cuda.synchronize()
+                    row[f"rel_err_o_{form}"], row[f"rel_err_state_{form}"] = sampled_errors(
+                        x, lengths, Hk, Hv, packed, x["o"], x["ht"])
+                    row[f"{form}_ms"] = triton.testing.do_bench(lambda: lib.forward(af), warmup=10, rep=args.rep,
+                                                                return_mode="median")
+                finally:
+                    os.environ.pop("GDN_CHUNKED_FORM", None)
+                    os.environ.pop("GDN_CHUNKED_SEGMENTS", None)
             row["peer_ms"] = None
             if fla_fn is not None:
                 peer = peer_call(fla_fn, x, packed)
@@ -297,6 +315,12 @@ def main():
         print(f"{r['name']:26s} {f('ours_ms', '%8.3f')} {f('peer_ms', '%8.3f')} {f('ratio', '%8.3f')} "
               f"{speed:>7s} {r['tokens_per_s'] / 1e6:7.1f} {f('rel_err_o', '%8.2e')} {f('rel_err_state', '%8.2e')} "
               f"{f('peer_rel_err_o', '%8.2e')} {f('peer_rel_err_state', '%8.2e')}")
+    forms = list(filter(None, args.forms.split(",")))
+    for r in result["cases"]:
+        if forms and "error" not in r:
+            print(f"{r['name']:26s} " + "  ".join(
+                f"{fm} {r.get(fm + '_ms', float('nan')):.3f} ms (o {r.get('rel_err_o_' + fm, float('nan')):.2e}, "
+                f"S {r.get('rel_err_state_' + fm, float('nan')):.2e})" for fm in forms))
     for r in result.get("crossover", []):
         print(f"crossover N=32 T={r['T']:4d}: recurrent {r['recurrent_ms']:.3f} ms, chunked {r['chunked_ms']:.3f} ms")
 

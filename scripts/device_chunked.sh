@@ -12,7 +12,10 @@
 #   5. --sanitize: compute-sanitizer racecheck and memcheck on two small cases.
 # Logs go to $OUT (at most 8 files come back): summary.txt, tests.log, cases.log, bench.log,
 # <date>-h200-prefill.json, and ncu_* or sanitizer.log, build.log (when it builds).
-# DEADLINE (seconds, default 330) bounds the whole script; BENCH_CASES=a,b picks benchmark cases.
+# DEADLINE (seconds, default 330) bounds the whole script; SKIP_BENCH=1 skips it; NCU_KERNEL is the
+# profiled kernel's regex (default chunked_prefill); BENCH_CASES=a,b picks benchmark
+# cases; BENCH_ARGS replaces the benchmark's extra options (default --crossover; e.g.
+# "--forms fused,split").
 #
 # On the development machine, first:   bash scripts/device_chunked.sh --pack
 # then: run(command="bash scripts/device_chunked.sh [--profile] [--sanitize]", carry=[".whl", "build-chunk-carry", ".devdeps"],
@@ -98,7 +101,7 @@ else
 fi
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 if [ "$PROFILE" = 1 ] && [ -n "$NCU" ]; then
-  timeout "$(left 170)" "$NCU" --clock-control none -k regex:chunked_prefill --launch-count 1 --set full \
+  timeout "$(left 170)" "$NCU" --clock-control none -k "regex:${NCU_KERNEL:-chunked_prefill}" --launch-count 1 --set full \
     --import-source no -f -o /tmp/prof python3 bench/bench_prefill.py --lib "$LIB" --out /tmp/ncu-bench \
     --cases prefill-1x4096 --no-peer --rep 5 > "$OUT/ncu.log" 2>&1
   note "profile: rc=$? ($(elapsed)s)"
@@ -109,17 +112,19 @@ if [ "$PROFILE" = 1 ] && [ -n "$NCU" ]; then
 fi
 
 # ---- 4. benchmark
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
 BENCH_LEFT=$(( $(left 40) - 60 ))
-timeout "$(left 40)" python3 bench/bench_prefill.py --lib "$LIB" --out "$OUT" --crossover ${BENCH_CASES:+--cases "$BENCH_CASES"} \
+timeout "$(left 40)" python3 bench/bench_prefill.py --lib "$LIB" --out "$OUT" ${BENCH_ARGS---crossover} ${BENCH_CASES:+--cases "$BENCH_CASES"} \
   --deadline "$(( BENCH_LEFT > 1 ? BENCH_LEFT : 1 ))" >> "$OUT/bench.log" 2>&1
 note "bench: rc=$? ($(elapsed)s)"
 sed -n '/^results:/,$p' "$OUT/bench.log" | tee -a "$SUMMARY"
+fi
 
 # ---- 5. compute-sanitizer on small cases, within the time left
 SAN=$OUT/sanitizer.log
 [ "$SANITIZE" = 1 ] && : > "$SAN"
 [ "$SANITIZE" = 1 ] && for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
-            "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.InvalidIndicesWriteNothing"; do
+            "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.InvalidIndicesWriteNothing:Forms.SegmentsMatchUnsplit"; do
   tool=${spec%%:*} filter=${spec#*:}
   if [ "$(left 0)" -lt 25 ]; then note "sanitizer $tool: skipped (time)"; continue; fi
   echo "===== $tool $filter" >> "$SAN"

@@ -15,7 +15,8 @@ namespace gdn {
 bool cuda_chunked_selected(const Problem& p);
 // The chunked kernel's own checks (head dims, snapshots, shared memory, grid size).
 gdn_status cuda_chunked_can_implement(const Problem& p);
-// Bytes of workspace (0: the fused kernel keeps every intermediate on chip).
+// Bytes of workspace: 0 for the fused kernel (every intermediate stays on chip), the prepared
+// chunks for the split form (about 65 KB per chunk and value head).
 gdn_status cuda_chunked_workspace_size(const Problem& p, size_t* bytes);
 // One launch on p.stream; allocates and synchronises nothing.
 gdn_status cuda_chunked_forward(const Problem& p);

@@ -1,11 +1,13 @@
-// The chunked prefill kernel for f16 q, k, v (f16 tensor-core products, f32 accumulation).
-#include "cuda/chunked_kernel.cuh"
+// The chunked prefill kernels for f16 q, k, v (f16 tensor-core products, f32 accumulation): the
+// fused kernel and the split pair.
+#include "cuda/chunked_fused.cuh"
 #include "cuda/chunked_launch.h"
+#include "cuda/chunked_split.cuh"
 
 namespace gdn::cuda::chunked {
 
-cudaError_t launch_chunked_f16(const ChunkParams& p, cudaStream_t stream) {
-  return launch_chunked<MmaF16>(p, stream);
+cudaError_t launch_chunked_f16(const ChunkParams& p, bool split, cudaStream_t stream) {
+  return split ? launch_chunked_split<MmaF16>(p, stream) : launch_chunked<MmaF16>(p, stream);
 }
 
 }  // namespace gdn::cuda::chunked

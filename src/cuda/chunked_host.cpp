@@ -8,6 +8,8 @@
 
 #include <cinttypes>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/config_table.h"
 #include "core/dtype.h"
@@ -50,6 +52,60 @@ int smem_optin(int device) {
 
 int64_t tokens_per_sequence(const Problem& p) {
   return p.packed ? p.T_total / (p.N > 0 ? p.N : 1) : p.T;
+}
+
+int sm_count(int device) {
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
+int64_t chunk_slots(const Problem& p) { return ck::chunk_slots(p.packed, p.N, p.T, p.T_total); }
+
+// Whether the split form's grids fit a launch: chunk slots in grid x, Hv in grid y, and the
+// chain's N Hv kVSplit CTAs.
+bool split_form_fits(const Problem& p) {
+  return p.Hv <= 65535 && chunk_slots(p) <= INT_MAX && p.N * p.Hv * ck::kVSplit <= INT_MAX;
+}
+
+// Which form runs p (chunked_tile.h): split_form_pays() on the device's SM count, unless the
+// environment variable GDN_CHUNKED_FORM is `fused` or `split` (the tests and benchmarks run
+// both forms through it). The workspace query and the call decide alike.
+bool split_form(const Problem& p) {
+  if (!split_form_fits(p)) return false;
+  if (const char* form = std::getenv("GDN_CHUNKED_FORM")) {
+    if (std::strcmp(form, "split") == 0) return true;
+    if (std::strcmp(form, "fused") == 0) return false;
+  }
+  return ck::split_form_pays(p.N * p.Hv, sm_count(p.device_id));
+}
+
+// The exact sequence split for p in the split form (chunked_tile.h): dense batches only (a
+// packed batch's lengths are in device memory). GDN_CHUNKED_SEGMENTS=M forces M segments
+// (the tests compare split and unsplit results through it).
+ck::SegmentPlan segment_plan(const Problem& p) {
+  if (p.packed) return ck::SegmentPlan{1, 0};
+  int forced = 0;
+  if (const char* m = std::getenv("GDN_CHUNKED_SEGMENTS")) forced = std::atoi(m);
+  const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
+  const ck::SegmentPlan plan = ck::plan_segments(chunks, p.N * p.Hv * ck::kVSplit, sm_count(p.device_id), forced);
+  const int64_t ctas = p.N * p.Hv * ck::kVSplit * ck::pass1_runs(plan.segments);
+  return ctas <= INT_MAX ? plan : ck::SegmentPlan{1, chunks};
+}
+
+size_t prepared_bytes(const Problem& p) {
+  return size_t(chunk_slots(p)) * size_t(p.Hv) * sizeof(ck::PreparedChunk);
+}
+
+size_t split_workspace_bytes(const Problem& p) {
+  const ck::SegmentPlan plan = segment_plan(p);
+  const size_t states = plan.segments > 1 ? size_t(p.N) * size_t(plan.segments) * size_t(p.Hv) * ck::kSegStates *
+                                                size_t(p.V) * size_t(p.K) * sizeof(float)
+                                          : 0;
+  return prepared_bytes(p) + states;
 }
 
 ck::ChunkParams make_params(const Problem& p) {
@@ -101,19 +157,34 @@ gdn_status cuda_chunked_can_implement(const Problem& p) {
   return GDN_STATUS_SUCCESS;
 }
 
-gdn_status cuda_chunked_workspace_size(const Problem&, size_t* bytes) {
-  *bytes = 0;
+gdn_status cuda_chunked_workspace_size(const Problem& p, size_t* bytes) {
+  *bytes = split_form(p) ? split_workspace_bytes(p) : 0;
   return GDN_STATUS_SUCCESS;
 }
 
 gdn_status cuda_chunked_forward(const Problem& p) {
-  const ck::ChunkParams c = make_params(p);
+  ck::ChunkParams c = make_params(p);
+  const bool split = split_form(p);
+  if (split) {
+    if (reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0)
+      return fail(GDN_STATUS_INVALID_ARGUMENT,
+                  "workspace: %p is not 256-byte aligned (the cuda chunked path's workspace must be)", p.workspace);
+    c.prepared = p.workspace;
+    c.chunk_slots = chunk_slots(p);
+    c.chunks_per_seq = (p.T + ck::kC - 1) / ck::kC;
+    const ck::SegmentPlan plan = segment_plan(p);
+    c.segments = plan.segments;
+    c.seg_chunks = plan.seg_chunks;
+    if (plan.segments > 1)
+      c.seg_states = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + prepared_bytes(p));
+  }
   const DeviceScope scope(p.device_id);
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  const cudaError_t e = p.input_dtype == GDN_DTYPE_F16 ? ck::launch_chunked_f16(c, stream)
-                                                       : ck::launch_chunked_bf16(c, stream);
-  if (e != cudaSuccess) return device_error(e, "launching the chunked kernel");
+  const cudaError_t e = p.input_dtype == GDN_DTYPE_F16 ? ck::launch_chunked_f16(c, split, stream)
+                                                       : ck::launch_chunked_bf16(c, split, stream);
+  if (e != cudaSuccess) return device_error(e, split ? "launching the chunked prepare and chain kernels"
+                                                     : "launching the chunked kernel");
   return GDN_STATUS_SUCCESS;
 }
 

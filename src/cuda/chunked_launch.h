@@ -1,6 +1,7 @@
-// Launchers of the chunked prefill kernel, one per input dtype (chunked_bf16.cu,
-// chunked_f16.cu). They set the kernel's shared-memory limit, launch one CTA per (sequence,
-// value head) on `stream` and return the launch's status; they allocate and synchronise nothing.
+// Launchers of the chunked prefill kernels, one per input dtype (chunked_bf16.cu,
+// chunked_f16.cu). They set the kernels' shared-memory limits, launch the fused kernel (one CTA
+// per (sequence, value head)) or, with `split`, the prepare and chain kernels (p.prepared: the
+// workspace) on `stream`, and return the launch's status; they allocate and synchronise nothing.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,7 +10,7 @@
 
 namespace gdn::cuda::chunked {
 
-cudaError_t launch_chunked_bf16(const ChunkParams& p, cudaStream_t stream);
-cudaError_t launch_chunked_f16(const ChunkParams& p, cudaStream_t stream);
+cudaError_t launch_chunked_bf16(const ChunkParams& p, bool split, cudaStream_t stream);
+cudaError_t launch_chunked_f16(const ChunkParams& p, bool split, cudaStream_t stream);
 
 }  // namespace gdn::cuda::chunked

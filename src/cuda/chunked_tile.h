@@ -61,8 +61,10 @@ struct HalfPair {  // a [C, C] matrix as hi + lo half-precision parts (x = hi + 
   uint16_t lo[kC][kLdCC];
 };
 
+// The fused kernel's tiles. q, k, v are double-buffered: the next chunk's rows land while
+// this one is worked on.
 struct Smem {
-  uint16_t q[2][kC][kLdTok];  // [C, K] query rows of the chunk (double-buffered); o staging
+  uint16_t q[2][kC][kLdTok];  // [C, K] query rows of the chunk; o staging
   uint16_t k[2][kC][kLdTok];  // [C, K] key rows
   uint16_t v[2][kC][kLdTok];  // [C, V] value rows
   HalfPair p;                 // [C, C] P = Mask o (Qn Kn^T)
@@ -83,5 +85,155 @@ struct Smem {
 
 inline constexpr size_t kSmemBytes = sizeof(Smem);
 static_assert(sizeof(float[kC][kLdF]) >= sizeof(uint16_t[kC][kLdTok]), "w_neg must fit in m");
+
+// ---- the split form: a prepare kernel and a chain kernel
+//
+// Where few (sequence, value head) pairs run long chains (1 x T, Hk/Hv = 2/8), the fused
+// kernel leaves most SMs idle and pays the state-independent two thirds of every chunk step on
+// the chain's critical path. The split form runs those steps for every chunk at once (prepare:
+// one CTA per (chunk, value head), writing a PreparedChunk to the workspace), then the chain
+// alone (one CTA per (sequence, value head, block of kChainRows state rows)), reading the
+// prepared chunks in order.
+
+// The prepare kernel's tiles: one chunk, no double buffers, and P goes straight to global
+// memory, so two CTAs share an SM (about 105 KB each). v takes q's place once m and P are
+// computed (q's last reader).
+struct PrepSmem {
+  union {
+    uint16_t q[1][kC][kLdTok];  // [C, K] query rows
+    uint16_t v[1][kC][kLdTok];  // [C, V] value rows, after key_products
+  };
+  uint16_t k[1][kC][kLdTok];    // [C, K] key rows
+  union {
+    HalfPair t;
+    float merge[32][32 + 4];
+  };
+  HalfPair xw;
+  union {
+    float m[kC][kLdF];
+    uint16_t w_neg[kC][kLdTok];
+  };
+  float x[kC][kLdF];
+  float G[kC];
+  float beta[kC];
+  float rq[kC], rk[kC];
+};
+inline constexpr int kPrepCtasPerSm = 2;
+
+// One chunk of one value head as the prepare kernel leaves it (global memory, the workspace).
+// All C rows are written; padding rows past a sequence's end hold zeros (w_neg, p, uT) and the
+// chunk's last cumulative log-decay (G), so the chain needs no mask for them.
+struct PreparedChunk {
+  uint16_t w_neg[kC][kK];  // -W = -diag(gamma) X diag(beta rk) Kc      [C, K] half precision
+  uint16_t p_hi[kC][kC];   // P = Mask o (Qn Kn^T), hi part              [C, C]
+  uint16_t p_lo[kC][kC];   // and lo part
+  float4 u_frags[kV / 16][8][32];  // U^T = (T Vc)^T [V, C] f32, as accumulator fragments: rows
+                                   // [16 b, +16), token tile t, lane: (row g, tokens 8t + 2q, +1),
+                                   // (row g + 8, the same), g = lane / 4, q = lane % 4
+  float G[kC];             // cumulative log-decay inside the chunk
+  float rq[kC], rk[kC];    // 1 / ||q_t||, 1 / ||k_t||
+  float unused[kC];        // (pads the struct to a multiple of 256 bytes)
+};
+static_assert(sizeof(PreparedChunk) % 256 == 0, "prepared chunks stay 256-byte aligned");
+
+// The chain CTA: kChainRows state rows of one (sequence, value head); warp w holds rows
+// [16 (w % 4), +16) and key columns [64 (w / 4), +64) of them (32 f32 registers a thread), so
+// each warp does half the key-dimension products of a fused-kernel warp and a pair of warps
+// adds its two partial sums through shared memory.
+inline constexpr int kVSplit = 2;                     // chain CTAs per (sequence, value head)
+inline constexpr int kChainRows = kV / kVSplit;       // state rows per chain CTA
+inline constexpr int kChainRowBlocks = kChainRows / 16;
+inline constexpr int kChainWarps = 2 * kChainRowBlocks;
+inline constexpr int kChainThreads = 32 * kChainWarps;
+
+// One chunk's tiles in the chain kernel (two stages: the next chunk lands while this one runs).
+// U is not here: the warps that need it read it a chunk ahead into registers.
+struct ChainStage {
+  uint16_t w_neg[kC][kLdTok];  // [C, K] -W
+  uint16_t q[kC][kLdTok];      // [C, K] Qc (o staging once the chain has read it)
+  uint16_t k[kC][kLdTok];      // [C, K] Kc
+  uint16_t p_hi[kC][kLdCC];    // [C, C] P
+  uint16_t p_lo[kC][kLdCC];
+  float G[kC], rq[kC], rk[kC];
+};
+struct ChainSmem {
+  ChainStage stage[2];
+  float4 partial_d[kChainWarps][8][32];  // a warp's D^T partial sum: 8 tiles x 32 lanes
+  float4 partial_o[kChainWarps][4][32];  // its O^T partial sum over the partner's tokens
+};
+static_assert(sizeof(ChainSmem) <= kSmemBytes && sizeof(PrepSmem) <= kSmemBytes,
+              "the split form fits wherever the fused kernel does");
+
+// Chunk slots of the workspace: dense, sequence n's chunk c is slot n ceil(T / C) + c; packed,
+// it is floor(bos_n / C) + n + c, which no other sequence's chunks reach (floor(b / C) +
+// ceil(l / C) <= floor((b + l) / C) + 1) and which the host can bound without reading
+// cu_seqlens: T_total / C + N + 1 slots.
+constexpr int64_t chunk_slots(bool packed, int64_t N, int64_t T, int64_t T_total) {
+  return packed ? T_total / kC + N + 1 : N * ((T + kC - 1) / kC);
+}
+
+// ---- the exact sequence split (ALGORITHMS.md), on the split form, dense batches
+//
+// Where even the split form's chain leaves SMs idle (few long sequences, few heads), each
+// sequence's chunks are cut into `segments` runs of seg_chunks chunks:
+//   pass 1   segment 0 from the true initial state (o written; its end state is segment 1's
+//            start); every middle segment m twice, as R_m (from a zero state) and A_m (from
+//            the identity with U = 0: the product of its chunks' transitions, K x K);
+//   combine  S_start(m + 1) = S_start(m) A_m + R_m, m = 1 .. segments - 2, in f32;
+//   pass 2   segments 1 .. segments - 1 from their true start states: o, and the final state.
+// Exact algebra: the state after a segment is affine in its start state. The states live in
+// the workspace after the prepared chunks: [N, segments, Hv, {R, A, S_start}, V, K] f32.
+enum SegState { kSegR = 0, kSegA = 1, kSegStart = 2, kSegStates = 3 };
+inline constexpr int kMaxSegments = 64;
+
+// Chain CTAs of pass 1 per (sequence, value head, row block): segment 0 and two per middle one.
+constexpr int pass1_runs(int segments) { return segments < 2 ? 1 : 1 + 2 * (segments - 2); }
+
+// The number of segments for `chunks` chunks a sequence when `units` chain CTAs run one
+// segment of every sequence: the cheapest by a count of chain-step waves (each pass's CTAs
+// over the SMs, times its segment length, plus about one step per combine), 1 unless a split
+// saves at least a tenth. `forced` > 0 (GDN_CHUNKED_SEGMENTS) takes that many instead.
+struct SegmentPlan {
+  int segments = 1;
+  int64_t seg_chunks = 0;
+};
+constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int forced) {
+  SegmentPlan best{1, chunks};
+  if (chunks < 2 || units <= 0 || sms <= 0) return best;
+  const auto waves = [&](int64_t ctas) { return (ctas + sms - 1) / sms; };
+  const auto plan = [&](int m) {
+    const int64_t len = (chunks + m - 1) / m;
+    return SegmentPlan{int((chunks + len - 1) / len), len};  // no empty segment
+  };
+  if (forced > 0) {
+    const SegmentPlan f = plan(forced < kMaxSegments ? forced : kMaxSegments);
+    return f.segments >= 2 ? f : best;
+  }
+  double best_cost = double(waves(units) * chunks);
+  for (int m = 2; m <= kMaxSegments; ++m) {
+    const SegmentPlan s = plan(m);
+    if (s.segments < 2) continue;
+    const double cost = double((waves(pass1_runs(s.segments) * units) + waves((s.segments - 1) * units)) *
+                               s.seg_chunks) + double(s.segments - 2);
+    if (cost < 0.9 * best_cost) best_cost = cost, best = s;
+  }
+  return best;
+}
+
+// Which form runs a call: the cheaper by a cost model of the longest chain, per chunk step
+// (us, H200, measured: docs/NOTES.md). Fused: one CTA per (sequence, value head), a step of
+// kFusedStepUs per wave of CTAs. Split: the prepare kernel's CTAs (kPrepCtaUs each, kPrepCtasPerSm
+// per SM) for every chunk of every head, then kChainStepUs per wave of chain CTAs.
+inline constexpr double kFusedStepUs = 13.4;
+inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
+inline constexpr double kChainStepUs = 4.3;
+constexpr bool split_form_pays(int64_t sequence_heads, int sms) {
+  if (sms <= 0) return false;
+  const int64_t fused_waves = (sequence_heads + sms - 1) / sms;
+  const int64_t chain_waves = (sequence_heads * kVSplit + sms - 1) / sms;
+  const double split = double(sequence_heads) * kPrepCtaUs / double(sms * kPrepCtasPerSm) +
+                       double(chain_waves) * kChainStepUs;
+  return split < double(fused_waves) * kFusedStepUs;
+}
 
 }  // namespace gdn::cuda::chunked

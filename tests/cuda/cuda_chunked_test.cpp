@@ -1,10 +1,14 @@
-// The cuda chunked prefill kernel (path chunked, and auto above the crossover):
+// The cuda chunked prefill kernels (path chunked, and auto above the crossover), both forms
+// (the fused kernel, and the split prepare + chain pair; GDN_CHUNKED_FORM picks one):
 //   Oracle:     against the f64 oracle with outputs poisoned first (harness run_case), over
 //               every option and odd shapes: T = 1..130 around the chunk edges, ratio 3, both
 //               head maps and state layouts, packed batches with zero-length sequences, pools
 //               with padding, in place, bf16 states, every gate and beta mode, L2 norm, scale,
 //               strided views, decay regimes, and long sequences;
 //   Recurrent:  against the cuda recurrent kernel on the same inputs;
+//   Forms:      the split form matches the fused kernel (the same steps and roundings; only the
+//               order of some f32 sums differs), its workspace is asked for and required,
+//               packed batches of many sequences;
 //   Auto:       path auto takes the chunked kernel from kAutoMinTokens tokens per sequence;
 //   Device:     invalid indices in device memory (flag raised, the sequence writes nothing),
 //               capture in a CUDA graph, and the configurations the path refuses.
@@ -13,6 +17,8 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -23,6 +29,42 @@ namespace gdn::cuda_test {
 namespace {
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+// The chunked path's forms, chosen for the calls made while a FormScope lives: the fused
+// kernel, the split pair without the sequence split (segments 1), and with it (segments 3:
+// cases of fewer than 3 chunks run unsplit).
+struct Form {
+  const char* form;      // GDN_CHUNKED_FORM
+  const char* segments;  // GDN_CHUNKED_SEGMENTS (null: the library's plan)
+  const char* name;
+};
+const Form kForms[] = {{"fused", nullptr, "fused"}, {"split", "1", "split"}, {"split", "3", "split, 3 segments"}};
+
+class EnvScope {
+ public:
+  EnvScope(const char* var, const char* value) : var_(var) {
+    if (const char* old = std::getenv(var)) saved_ = old, had_ = true;
+    value ? setenv(var, value, 1) : unsetenv(var);
+  }
+  ~EnvScope() { had_ ? setenv(var_, saved_.c_str(), 1) : unsetenv(var_); }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  const char* var_;
+  std::string saved_;
+  bool had_ = false;
+};
+
+class FormScope {
+ public:
+  explicit FormScope(const Form& f) : form_("GDN_CHUNKED_FORM", f.form), segments_("GDN_CHUNKED_SEGMENTS", f.segments) {}
+  explicit FormScope(const char* form, const char* segments = nullptr)
+      : form_("GDN_CHUNKED_FORM", form), segments_("GDN_CHUNKED_SEGMENTS", segments) {}
+
+ private:
+  EnvScope form_, segments_;
+};
 
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
 
@@ -85,15 +127,20 @@ std::vector<Case> oracle_cases() {
 class Oracle : public ::testing::TestWithParam<Case> {};
 TEST_P(Oracle, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
-  Case c = GetParam();
-  c.seed = fresh_seed();
-  RunOptions opt;
-  opt.backend = GDN_BACKEND_CUDA;
-  const RunResult r = run_case(c, opt);
-  ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << to_string(c) << ": " << r.message;
-  EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << chunked_report(c, r.errors);
-  RecordProperty("rel_err_o", std::to_string(r.errors.o));
-  RecordProperty("rel_err_state", std::to_string(r.errors.final_state));
+  for (const Form& f : kForms) {
+    const FormScope scope(f);
+    const char* form = f.name;
+    Case c = GetParam();
+    c.seed = fresh_seed();
+    RunOptions opt;
+    opt.backend = GDN_BACKEND_CUDA;
+    const RunResult r = run_case(c, opt);
+    ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << form << ": " << to_string(c) << ": " << r.message;
+    EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << form << ": " << chunked_report(c, r.errors);
+    RecordProperty(std::string("rel_err_o_") + f.form + (f.segments ? f.segments : ""), std::to_string(r.errors.o));
+    RecordProperty(std::string("rel_err_state_") + f.form + (f.segments ? f.segments : ""),
+                   std::to_string(r.errors.final_state));
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), case_name);
 
@@ -149,13 +196,125 @@ TEST(Recurrent, ChunkedMatchesRecurrentKernel) {
     const GeneratedInputs pristine = generate(c);
     GeneratedInputs rec = pristine, chk = pristine;
     ASSERT_EQ(run_path(rec, GDN_PATH_RECURRENT), GDN_STATUS_SUCCESS) << gdn_last_error();
-    ASSERT_EQ(run_path(chk, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    ASSERT_EQ(run_path(chk, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();  // the SM-count choice
     const Tolerance t = chunked_tolerance(c);
     // the recurrent kernel is f32-exact up to o's rounding: the two differ by about both
     // paths' errors against the oracle together
     EXPECT_LE(rel_l2_tensors(chk.o, rec.o), t.o + 4e-3) << to_string(c);
     EXPECT_LE(rel_l2_live_slots(chk, *chk.final_state_out(), *rec.final_state_out()), t.state) << to_string(c);
   }
+}
+
+// ---- the two forms
+
+// A packed batch of `count` sequences of 0 to 99 tokens (more sequences than a CTA has threads:
+// the prepare kernel's slot search loops, longest-first ranking steps aside).
+std::string many_sequences(int count) {
+  std::string text = "seqlens=";
+  for (int i = 0; i < count; ++i) text += (i ? ":" : "") + std::to_string((i * 37 + 11) % 100);
+  return text;
+}
+
+// The split form sums the two key halves of D and O apart and then adds them: f32 reordering
+// only. o may differ by one bf16 rounding step in a few elements, an f32 state by f32
+// roundings, a bf16 state by one bf16 step in a few elements (measured: 2.9e-5).
+TEST(Forms, SplitMatchesFused) {
+  GDN_SKIP_WITHOUT_GPU();
+  const std::string many = many_sequences(300) + ",Hk=1,Hv=2,K=128,V=128,dtype=bf16,pool=310,pad=3";
+  for (const std::string& text :
+       {std::string("N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1"),
+        std::string("seqlens=5:0:190:64:1,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=7,pad=1,inplace=1"),
+        std::string("N=3,T=129,Hk=2,Hv=4,K=128,V=128,dtype=bf16,sdtype=bf16,map=tiled,beta=logit"), many}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs fused = pristine, split = pristine;
+    {
+      const FormScope scope("fused");
+      ASSERT_EQ(run_path(fused, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    {
+      const FormScope scope("split", "1");
+      ASSERT_EQ(run_path(split, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    EXPECT_LE(rel_l2_tensors(split.o, fused.o), 1e-3) << text;
+    EXPECT_LE(rel_l2_live_slots(split, *split.final_state_out(), *fused.final_state_out()),
+              c.state_dtype == GDN_DTYPE_BF16 ? 2e-4 : 1e-5) << text;
+  }
+}
+
+// The split form asks for its workspace (the prepared chunks) and refuses a call without it;
+// the fused form asks for none.
+TEST(Forms, WorkspaceIsAskedForAndRequired) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = parse_case("N=2,T=130,Hk=2,Hv=4,K=128,V=128,dtype=bf16,path=chunked");
+  c.seed = fresh_seed();
+  GeneratedInputs in = generate(c);
+  DeviceBuffers dev(in, 0);
+  gdn_forward_args a = dev.args(in, GDN_BACKEND_CUDA, nullptr);
+  a.path = GDN_PATH_CHUNKED;
+  size_t bytes = 1;
+  {
+    const FormScope scope("fused");
+    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+    EXPECT_EQ(bytes, 0u);
+  }
+  const FormScope scope("split", "1");
+  ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+  EXPECT_EQ(bytes, size_t(2 * 3 * 4) * sizeof(cuda::chunked::PreparedChunk));  // N ceil(T / C) Hv
+  EXPECT_EQ(gdn_forward(&a), GDN_STATUS_WORKSPACE_TOO_SMALL);
+  EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
+}
+
+// The exact sequence split against the unsplit chain: the same o and final state up to f32
+// reordering (segment states composed as S A + R), over segment counts, layouts, pools with
+// padding, in place, without initial or final state.
+TEST(Forms, SegmentsMatchUnsplit) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=1,T=1000,Hk=1,Hv=2,dtype=bf16",
+                           "N=2,T=700,Hk=2,Hv=4,dtype=bf16,layout=kv,pool=5,pad=1,inplace=1",
+                           "N=2,T=777,Hk=2,Hv=4,dtype=f16,sdtype=bf16,gate=raw,l2norm=1,beta=logit",
+                           "N=1,T=640,Hk=1,Hv=3,dtype=bf16,h0=0", "N=1,T=600,Hk=1,Hv=2,dtype=bf16,ht=0",
+                           "N=1,T=2048,Hk=1,Hv=2,dtype=bf16,decay=none"}) {
+    Case c = parse_case(std::string(text) + ",K=128,V=128");
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs whole = pristine;
+    {
+      const FormScope scope("split", "1");
+      ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    for (const char* segments : {"2", "5", "9"}) {
+      GeneratedInputs cut = pristine;
+      const FormScope scope("split", segments);
+      ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      EXPECT_LE(rel_l2_tensors(cut.o, whole.o), 1e-3) << text << ", segments " << segments;
+      if (c.final_state)
+        EXPECT_LE(rel_l2_live_slots(cut, *cut.final_state_out(), *whole.final_state_out()),
+                  c.state_dtype == GDN_DTYPE_BF16 ? 5e-4 : 1e-4)
+            << text << ", segments " << segments;
+    }
+  }
+}
+
+// A sequence of 2^20 tokens (path auto: the split form with the sequence split on a large GPU)
+// against the recurrent kernel on the same inputs: no NaN, within the chunked tolerance.
+TEST(Long, MillionTokenSequence) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = parse_case("N=1,T=1048576,Hk=1,Hv=2,K=128,V=128,dtype=bf16");
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs rec = pristine, chk = pristine;
+  ASSERT_EQ(run_path(rec, GDN_PATH_RECURRENT), GDN_STATUS_SUCCESS) << gdn_last_error();
+  ASSERT_EQ(run_path(chk, GDN_PATH_AUTO), GDN_STATUS_SUCCESS) << gdn_last_error();
+  for (int64_t i = 0; i < chk.o.numel(); ++i) ASSERT_TRUE(std::isfinite(chk.o.get(i))) << "o at " << i;
+  const Tolerance t = chunked_tolerance(c);
+  const double eo = rel_l2_tensors(chk.o, rec.o), es = rel_l2_tensors(*chk.final_state_out(), *rec.final_state_out());
+  EXPECT_LE(eo, t.o + 4e-3);
+  EXPECT_LE(es, t.state);
+  RecordProperty("rel_diff_o_vs_recurrent", std::to_string(eo));
+  RecordProperty("rel_diff_state_vs_recurrent", std::to_string(es));
+  std::printf("2^20 tokens: o %.3e, final state %.3e against the recurrent kernel\n", eo, es);
 }
 
 // ---- path auto
@@ -181,8 +340,7 @@ TEST(Auto, TakesChunkedFromTheCrossover) {
 
 // A bad state index (out of the pool) or cu_seqlens entry: that sequence writes nothing, the
 // flag is raised, every other sequence writes what a valid call writes.
-TEST(Device, InvalidIndicesWriteNothing) {
-  GDN_SKIP_WITHOUT_GPU();
+void invalid_indices_write_nothing(const char* form) {
   Case c = parse_case("seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6");
   c.seed = fresh_seed();
   const GeneratedInputs pristine = generate(c);
@@ -206,7 +364,7 @@ TEST(Device, InvalidIndicesWriteNothing) {
     }
     ErrorWord flags;
     ASSERT_EQ(run_path(bad, GDN_PATH_CHUNKED, flags.ptr), GDN_STATUS_SUCCESS) << gdn_last_error();
-    EXPECT_EQ(flags.read(), k.flag) << k.what;
+    EXPECT_EQ(flags.read(), k.flag) << form << ": " << k.what;
     const int64_t row = c.Hv * c.V;  // o elements per token
     for (int64_t i = 0; i < bad.o.numel(); ++i) {
       const int64_t tok = i / row;
@@ -230,9 +388,16 @@ TEST(Device, InvalidIndicesWriteNothing) {
   }
 }
 
-// One call captured in a CUDA graph and replayed gives the plain call's bits.
-TEST(Device, GraphCaptureReplays) {
+TEST(Device, InvalidIndicesWriteNothing) {
   GDN_SKIP_WITHOUT_GPU();
+  for (const Form& f : kForms) {
+    const FormScope scope(f);
+    invalid_indices_write_nothing(f.name);
+  }
+}
+
+// One call captured in a CUDA graph and replayed gives the plain call's bits.
+void graph_capture_replays(const char* form) {
   Case c = parse_case("seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1");
   c.seed = fresh_seed();
   const GeneratedInputs pristine = generate(c);
@@ -244,6 +409,10 @@ TEST(Device, GraphCaptureReplays) {
   {
     DeviceBuffers dev(graphed, 0);
     gdn_forward_args a = dev.args(graphed, GDN_BACKEND_CUDA, stream);
+    a.path = GDN_PATH_CHUNKED;
+    size_t bytes = 0;
+    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+    a = dev.args(graphed, GDN_BACKEND_CUDA, stream, bytes);
     a.path = GDN_PATH_CHUNKED;
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
@@ -259,8 +428,16 @@ TEST(Device, GraphCaptureReplays) {
     cudaGraphDestroy(graph);
   }
   cudaStreamDestroy(stream);
-  EXPECT_TRUE(same_tensor_bits(graphed.o, plain.o));
-  EXPECT_TRUE(same_tensor_bits(*graphed.final_state_out(), *plain.final_state_out()));
+  EXPECT_TRUE(same_tensor_bits(graphed.o, plain.o)) << form;
+  EXPECT_TRUE(same_tensor_bits(*graphed.final_state_out(), *plain.final_state_out())) << form;
+}
+
+TEST(Device, GraphCaptureReplays) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const Form& f : kForms) {
+    const FormScope scope(f);
+    graph_capture_replays(f.name);
+  }
 }
 
 // What the chunked path refuses, by name.

@@ -1,7 +1,8 @@
-// The fused chunked (WY / UT-transform) prefill kernel, K = V = 128, C = 64, bf16 or f16
-// inputs on mma.sync tensor cores with f32 accumulation (sm_80+). One CTA of 8 warps per
-// (sequence, value head) walks the sequence chunk by chunk; the V x K f32 state never leaves
-// registers between chunks. Included by one .cu per input dtype (explicit instantiations).
+// The steps of the chunked (WY / UT-transform) prefill, K = V = 128, C = 64, bf16 or f16
+// inputs on mma.sync tensor cores with f32 accumulation (sm_80+), as device functions that the
+// two forms compose: the fused kernel (chunked_fused.cuh: one CTA per (sequence, value head)
+// does every step of every chunk) and the split pair (chunked_split.cuh: the state-independent
+// steps of all chunks in parallel, then the chain alone).
 //
 // The maths (ALGORITHMS.md, SPEC.md letters; rows are tokens of one chunk, Kn / Qn the rows
 // after the optional L2 norm, rk / rq their 1 / ||.||, G the in-chunk cumulative log-decay):
@@ -135,7 +136,8 @@ __device__ __forceinline__ RawGates load_raw_gates(const ChunkParams& p, int64_t
 
 // Warp 0: G_t = g_1 + ... + g_t and beta_t of the chunk's `rows` live tokens; padding rows get
 // g = 0 and beta = 0, so they change nothing (their k, v, q rows are zero too).
-__device__ __forceinline__ void chunk_gates(const ChunkParams& p, Smem& s, const HeadGate& hg,
+template <class Sm>
+__device__ __forceinline__ void chunk_gates(const ChunkParams& p, Sm& s, const HeadGate& hg,
                                             const RawGates& r, int rows, int lane) {
   float g[2], b[2];
 #pragma unroll
@@ -162,7 +164,8 @@ __device__ __forceinline__ void chunk_gates(const ChunkParams& p, Smem& s, const
 
 // cp.async of the chunk's token rows [tok0, tok0 + rows) of q, k (key head j) and v (value
 // head h) into buffer `buf`; rows past `rows` are zero-filled.
-__device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Smem& s, int buf, int64_t n,
+template <class Sm>
+__device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Sm& s, int buf, int64_t n,
                                                  int64_t tok0, int rows, int j, int h, int tid) {
   const int col = (tid & 15) * 8;  // 16 bytes of a 256-byte row
 #pragma unroll
@@ -179,6 +182,22 @@ __device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Smem& s, 
   }
 }
 
+// cp.async of one [C, 128] half-precision tile by kBy threads: token rows [tok0, tok0 + rows)
+// of head `head` of `view` (sequence n), zero past rows.
+template <int kBy>
+__device__ __forceinline__ void load_token_rows(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
+                                                uint16_t (*tile)[kLdTok], int tid) {
+  static_assert(kC * kK / 8 % kBy == 0, "whole 16-byte pieces per thread");
+#pragma unroll
+  for (int i = 0; i < kC * kK / 8 / kBy; ++i) {
+    const int idx = tid + kBy * i, r = idx >> 4, col = (idx & 15) * 8;
+    const bool live = r < rows;
+    const int64_t tok = tok0 + (live ? r : 0);
+    const uint16_t* row = static_cast<const uint16_t*>(view.p) + n * view.seq + tok * view.tok + head * view.head;
+    cp_async16(&tile[r][col], row + col, live ? 16 : 0);
+  }
+}
+
 // o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major, as o).
 __device__ __forceinline__ void store_chunk_output(const ChunkParams& p, const uint16_t (*stage)[kLdTok],
                                                    int64_t n, int64_t tok0, int rows, int h, int tid) {
@@ -192,18 +211,19 @@ __device__ __forceinline__ void store_chunk_output(const ChunkParams& p, const u
   }
 }
 
-// The state rows [16 warp, +16) as accumulator tiles: S[t][0..1] = S(v, 8t + 2q + {0, 1}),
-// S[t][2..3] the same at v + 8, v = 16 warp + g. Element (v, k) of the stored state is at
-// v * row + k (vk) or k * row + v (kv), in f32 or bf16.
-__device__ __forceinline__ void load_state(const ChunkParams& p, int64_t slot, int h, float (&S)[16][4],
-                                           int warp, int g, int q) {
+// State rows [row0, row0 + 16), key columns [col0, col0 + 8 kTiles) as accumulator tiles:
+// S[t][0..1] = S(v, col0 + 8t + 2q + {0, 1}), S[t][2..3] the same at v + 8, v = row0 + g.
+// Element (v, k) of the stored state is at v * row + k (vk) or k * row + v (kv), in f32 or bf16.
+template <int kTiles>
+__device__ __forceinline__ void load_state(const ChunkParams& p, int64_t slot, int h, float (&S)[kTiles][4],
+                                           int row0, int col0, int g, int q) {
   const int64_t base = slot * p.h0.slot + h * p.h0.head;
 #pragma unroll
-  for (int t = 0; t < 16; ++t)
+  for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       float2 x = make_float2(0.f, 0.f);
-      const int v = 16 * warp + g + 8 * hr, k = 8 * t + 2 * q;
+      const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
       if (p.h0.p) {
         const int64_t at = p.state_kv ? base + int64_t(k) * p.h0.row + v : base + int64_t(v) * p.h0.row + k;
         const int64_t next = p.state_kv ? p.h0.row : 1;  // element (v, k + 1)
@@ -220,14 +240,15 @@ __device__ __forceinline__ void load_state(const ChunkParams& p, int64_t slot, i
     }
 }
 
-__device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, int h, const float (&S)[16][4],
-                                            int warp, int g, int q) {
+template <int kTiles>
+__device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, int h, const float (&S)[kTiles][4],
+                                            int row0, int col0, int g, int q) {
   const int64_t base = slot * p.ht.slot + h * p.ht.head;
 #pragma unroll
-  for (int t = 0; t < 16; ++t)
+  for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-      const int v = 16 * warp + g + 8 * hr, k = 8 * t + 2 * q;
+      const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
       const int64_t at = p.state_kv ? base + int64_t(k) * p.ht.row + v : base + int64_t(v) * p.ht.row + k;
       const int64_t next = p.state_kv ? p.ht.row : 1;
       if (p.state_bf16) {
@@ -245,8 +266,8 @@ __device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, 
 // ---- the intra-chunk steps (independent of the state)
 
 // rq_t, rk_t = 1 / sqrt(||x_t||^2 + 1e-6) of the chunk's q and k rows; warp w: rows [8 w, +8).
-template <class M>
-__device__ __forceinline__ void row_norms(Smem& s, int buf, int warp, int lane) {
+template <class M, class Sm>
+__device__ __forceinline__ void row_norms(Sm& s, int buf, int warp, int lane) {
 #pragma unroll
   for (int i = 0; i < kC / kWarps; ++i) {
     const int t = kC / kWarps * warp + i;
@@ -272,11 +293,13 @@ __device__ __forceinline__ void row_norms(Smem& s, int buf, int warp, int lane) 
   }
 }
 
-// m = strictly_lower(diag(beta) Kn Kn^T) (f32) and P = Mask o (Qn Kn^T) (hi + lo), [C, C].
-// Warp w: rows [16 (w / 2), +16), columns [32 (w % 2), +32); blocks above the diagonal are
-// zero and are not multiplied.
-template <class M>
-__device__ __forceinline__ void key_products(Smem& s, int buf, int warp, int lane) {
+// m = strictly_lower(diag(beta) Kn Kn^T) (f32, in s.m) and P = Mask o (Qn Kn^T) (hi + lo, to
+// p_hi / p_lo with row stride ld: shared memory in the fused kernel, the prepared chunk in
+// global memory in the split form), [C, C]. Warp w: rows [16 (w / 2), +16), columns
+// [32 (w % 2), +32); blocks above the diagonal are zero and are not multiplied.
+template <class M, class Sm>
+__device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
+                                             int ld) {
   const int g = lane >> 2, q = lane & 3;
   const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
   if (j0 > i0 + 15) {
@@ -285,8 +308,8 @@ __device__ __forceinline__ void key_products(Smem& s, int buf, int warp, int lan
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int i = i0 + g + 8 * hr, j = j0 + 8 * t + 2 * q;
-        *reinterpret_cast<uint32_t*>(&s.p.hi[i][j]) = 0u;
-        *reinterpret_cast<uint32_t*>(&s.p.lo[i][j]) = 0u;
+        *reinterpret_cast<uint32_t*>(&p_hi[i * ld + j]) = 0u;
+        *reinterpret_cast<uint32_t*>(&p_lo[i * ld + j]) = 0u;
       }
     return;
   }
@@ -324,8 +347,8 @@ __device__ __forceinline__ void key_products(Smem& s, int buf, int warp, int lan
       *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
       uint32_t hi, lo;
       split_pair<M>(pv[0], pv[1], hi, lo);
-      *reinterpret_cast<uint32_t*>(&s.p.hi[i][j]) = hi;
-      *reinterpret_cast<uint32_t*>(&s.p.lo[i][j]) = lo;
+      *reinterpret_cast<uint32_t*>(&p_hi[i * ld + j]) = hi;
+      *reinterpret_cast<uint32_t*>(&p_lo[i * ld + j]) = lo;
     }
   }
 }
@@ -336,7 +359,8 @@ __device__ __forceinline__ void key_products(Smem& s, int buf, int warp, int lan
 //   X_BA = -X_BB m_BA X_AA                             A = [0, 32), B = [32, 64): one 32 x 32 merge
 // Blocks above the diagonal inside X_AA and X_BB are written as zeros (the merges read them);
 // the rest of the upper triangle is never read.
-__device__ __forceinline__ void invert_unit_lower(Smem& s, int tid, int warp, int lane) {
+template <class Sm>
+__device__ __forceinline__ void invert_unit_lower(Sm& s, int tid, int warp, int lane) {
   if (warp < 4) {
     const int b0 = 16 * warp;
     if (lane < 16) {
@@ -404,8 +428,8 @@ __device__ __forceinline__ void invert_unit_lower(Smem& s, int tid, int warp, in
 
 // T = Mask o (X diag(beta)) and Xw = X diag(beta rk), both lower triangular, as hi + lo.
 // Thread: row tid / 4, 16 columns.
-template <class M>
-__device__ __forceinline__ void gate_inverse(Smem& s, int tid) {
+template <class M, class Sm>
+__device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
   const int i = tid >> 2, j0 = (tid & 3) * 16;
   const float Gi = s.G[i];
 #pragma unroll
@@ -430,8 +454,8 @@ __device__ __forceinline__ void gate_inverse(Smem& s, int tid) {
 
 // -W = -diag(gamma) Xw Kc, [C, K]; warp w: columns [16 w, +16). Xw is lower triangular, so
 // row block mi needs key blocks ks <= mi only.
-template <class M>
-__device__ __forceinline__ void minus_w(Smem& s, int buf, int warp, int lane) {
+template <class M, class Sm>
+__device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3, n0 = 16 * warp;
 #pragma unroll
   for (int mi = 0; mi < kC / 16; ++mi) {
@@ -461,8 +485,8 @@ __device__ __forceinline__ void minus_w(Smem& s, int buf, int warp, int lane) {
 
 // D^T <- U^T = Vc^T T^T, [V, C]: warp w's value rows [16 w, +16). T is lower triangular, so
 // token block np needs blocks ks <= np only.
-template <class M>
-__device__ __forceinline__ void new_values(Smem& s, int buf, int warp, int lane, float (&D)[8][4]) {
+template <class M, class Sm>
+__device__ __forceinline__ void new_values(Sm& s, int buf, int warp, int lane, float (&D)[8][4]) {
 #pragma unroll
   for (int t = 0; t < 8; ++t) D[t][0] = D[t][1] = D[t][2] = D[t][3] = 0.f;
 #pragma unroll
@@ -484,9 +508,22 @@ __device__ __forceinline__ void new_values(Smem& s, int buf, int warp, int lane,
 
 // ---- the chain (depends on the chunk's start state S)
 
+// The shared-memory tiles the chain reads for one chunk: the fused kernel's own (computed in
+// place) or the chain kernel's (loaded from the prepared chunk).
+struct ChainTiles {
+  const uint16_t* w_neg;  // [C, kLdTok] -W
+  const uint16_t* q;      // [C, kLdTok] Qc
+  const uint16_t* k;      // [C, kLdTok] Kc
+  const uint16_t* p_hi;   // [C, kLdCC] P = Mask o (Qn Kn^T), hi part
+  const uint16_t* p_lo;   // [C, kLdCC] and lo part
+  const float* G;         // [C] cumulative log-decay inside the chunk
+  const float* rq;        // [C] 1 / ||q_t||
+  const float* rk;        // [C] 1 / ||k_t||
+};
+
 // D^T += S (-W)^T  and  O^T = (S Qc^T) diag(gamma rq) + D^T P^T, [V, C], warp's rows.
 template <class M>
-__device__ __forceinline__ void chain_outputs(Smem& s, int buf, int lane, const float (&S)[16][4],
+__device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
                                               float (&D)[8][4], float (&O)[8][4]) {
   const int q = lane & 3;
 #pragma unroll
@@ -498,8 +535,8 @@ __device__ __forceinline__ void chain_outputs(Smem& s, int buf, int lane, const 
 #pragma unroll
     for (int np = 0; np < kC / 16; ++np) {
       uint32_t bw[4], bq[4];  // B[k][t] = -W[t][k], Qc[t][k]
-      ldsm_x4(bw, b_rows(&s.w_neg[0][0], kLdTok, 16 * ks, 16 * np, lane));
-      ldsm_x4(bq, b_rows(&s.q[buf][0][0], kLdTok, 16 * ks, 16 * np, lane));
+      ldsm_x4(bw, b_rows(ct.w_neg, kLdTok, 16 * ks, 16 * np, lane));
+      ldsm_x4(bq, b_rows(ct.q, kLdTok, 16 * ks, 16 * np, lane));
       M::mma(D[2 * np], sh, bw[0], bw[1]);
       M::mma(D[2 * np], sl, bw[0], bw[1]);
       M::mma(D[2 * np + 1], sh, bw[2], bw[3]);
@@ -515,7 +552,7 @@ __device__ __forceinline__ void chain_outputs(Smem& s, int buf, int lane, const 
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int tok = 8 * t + 2 * q + e;
-      const float f = expf(s.G[tok]) * s.rq[tok];  // gamma_t / ||q_t||
+      const float f = expf(ct.G[tok]) * ct.rq[tok];  // gamma_t / ||q_t||
       O[t][e] *= f;
       O[t][2 + e] *= f;
     }
@@ -526,8 +563,8 @@ __device__ __forceinline__ void chain_outputs(Smem& s, int buf, int lane, const 
 #pragma unroll
     for (int np = ks; np < kC / 16; ++np) {  // P[t][t'] = 0 for t' > t
       uint32_t ph[4], pl[4];  // B[t'][t] = P[t][t']
-      ldsm_x4(ph, b_rows(&s.p.hi[0][0], kLdCC, 16 * ks, 16 * np, lane));
-      ldsm_x4(pl, b_rows(&s.p.lo[0][0], kLdCC, 16 * ks, 16 * np, lane));
+      ldsm_x4(ph, b_rows(ct.p_hi, kLdCC, 16 * ks, 16 * np, lane));
+      ldsm_x4(pl, b_rows(ct.p_lo, kLdCC, 16 * ks, 16 * np, lane));
       M::mma(O[2 * np], dh, ph[0], ph[1]);
       M::mma(O[2 * np], dl, ph[0], ph[1]);
       M::mma(O[2 * np], dh, pl[0], pl[1]);
@@ -540,10 +577,10 @@ __device__ __forceinline__ void chain_outputs(Smem& s, int buf, int lane, const 
 
 // S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, [V, K], warp's rows.
 template <class M>
-__device__ __forceinline__ void advance_state(Smem& s, int buf, int lane, const float (&D)[8][4],
+__device__ __forceinline__ void advance_state(const ChainTiles& ct, int lane, const float (&D)[8][4],
                                               float (&S)[16][4]) {
   const int q = lane & 3;
-  const float Gc = s.G[kC - 1], decay = expf(Gc);
+  const float Gc = ct.G[kC - 1], decay = expf(Gc);
 #pragma unroll
   for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
 #pragma unroll
@@ -554,7 +591,7 @@ __device__ __forceinline__ void advance_state(Smem& s, int buf, int lane, const 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int tok = 16 * ks + 8 * u + 2 * q + e;
-        const float f = expf(Gc - s.G[tok]) * s.rk[tok];
+        const float f = expf(Gc - ct.G[tok]) * ct.rk[tok];
         dd[u][e] = D[2 * ks + u][e] * f;
         dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
       }
@@ -563,112 +600,13 @@ __device__ __forceinline__ void advance_state(Smem& s, int buf, int lane, const 
 #pragma unroll
     for (int np = 0; np < kK / 16; ++np) {
       uint32_t b[4];  // B[t][k] = Kc[t][k]
-      ldsm_x4_trans(b, b_cols(&s.k[buf][0][0], kLdTok, 16 * ks, 16 * np, lane));
+      ldsm_x4_trans(b, b_cols(ct.k, kLdTok, 16 * ks, 16 * np, lane));
       M::mma(S[2 * np], dh, b[0], b[1]);
       M::mma(S[2 * np], dl, b[0], b[1]);
       M::mma(S[2 * np + 1], dh, b[2], b[3]);
       M::mma(S[2 * np + 1], dl, b[2], b[3]);
     }
   }
-}
-
-// ---- the kernel
-
-template <class M>
-__global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = lane >> 2, q = lane & 3;
-  const int64_t n = longest_first(p, blockIdx.x / p.Hv);
-  const int h = int(blockIdx.x % p.Hv);
-  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
-
-  Sequence sq;
-  if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
-  if (sq.slot < 0) {                        // padding: outputs zero, no state read or written
-    for (int64_t r = tid >> 4; r < sq.len; r += kThreads / 16) {
-      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
-      *reinterpret_cast<uint4*>(o + (tid & 15) * 8) = make_uint4(0u, 0u, 0u, 0u);
-    }
-    return;
-  }
-
-  float S[16][4];  // the state's rows [16 warp, +16), all K columns: f32, on chip for the sequence
-  load_state(p, sq.slot, h, S, warp, g, q);
-  const HeadGate hg = head_gate(p, h);
-  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
-
-  const int64_t chunks = (sq.len + kC - 1) / kC;
-  RawGates gates;
-  if (chunks > 0) {
-    load_chunk_tiles(p, s, 0, n, sq.bos, int(sq.len < kC ? sq.len : kC), j, h, tid);
-    if (warp == 0) gates = load_raw_gates(p, n, sq, h, 0, lane);
-  }
-  cp_async_commit();
-
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int buf = int(c & 1);
-    const int64_t tok0 = sq.bos + c * kC;
-    const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
-    __syncthreads();  // chunk c - 1 is done with every buffer
-    if (c + 1 < chunks) {
-      const int64_t left = sq.len - (c + 1) * kC;
-      load_chunk_tiles(p, s, buf ^ 1, n, tok0 + kC, int(left < kC ? left : kC), j, h, tid);
-    }
-    cp_async_commit();
-    if (warp == 0) {
-      chunk_gates(p, s, hg, gates, rows, lane);
-      if (c + 1 < chunks) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
-    }
-    cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
-    __syncthreads();
-    if (p.l2norm) {
-      row_norms<M>(s, buf, warp, lane);
-      __syncthreads();
-    }
-
-    // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
-    key_products<M>(s, buf, warp, lane);
-    __syncthreads();
-    invert_unit_lower(s, tid, warp, lane);
-    __syncthreads();
-    gate_inverse<M>(s, tid);
-    __syncthreads();
-    float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
-    minus_w<M>(s, buf, warp, lane);
-    new_values<M>(s, buf, warp, lane, D);
-    __syncthreads();
-
-    // The chain: D = U - W S^T, O, then the next start state
-    float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
-    chain_outputs<M>(s, buf, lane, S, D, O);
-    advance_state<M>(s, buf, lane, D, S);
-
-    __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
-#pragma unroll
-    for (int t = 0; t < 8; ++t)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int tok = 8 * t + 2 * q + e;
-        s.q[buf][tok][16 * warp + g] = M::one(p.scale * O[t][e]);
-        s.q[buf][tok][16 * warp + g + 8] = M::one(p.scale * O[t][2 + e]);
-      }
-    __syncthreads();
-    store_chunk_output(p, s.q[buf], n, tok0, rows, h, tid);
-  }
-  cp_async_wait<0>();
-
-  if (p.ht.p) store_state(p, sq.slot, h, S, warp, g, q);
-}
-
-template <class M>
-cudaError_t launch_chunked(const ChunkParams& p, cudaStream_t stream) {
-  const auto kernel = chunked_prefill_kernel<M>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
-  if (e != cudaSuccess) return e;
-  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
 }
 
 }  // namespace gdn::cuda::chunked

@@ -1,0 +1,112 @@
+// The fused chunked prefill kernel: one CTA of 8 warps per (sequence, value head) walks the
+// sequence chunk by chunk and does every step (chunked_steps.cuh) of every chunk; the V x K f32
+// state never leaves registers between chunks. No workspace. The form for batches with at
+// least about one CTA per SM (chunk_form() in chunked_tile.h). Included by one .cu per input
+// dtype (explicit instantiations).
+#pragma once
+
+#include "cuda/chunked_steps.cuh"
+
+namespace gdn::cuda::chunked {
+
+
+template <class M>
+__global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t n = longest_first(p, blockIdx.x / p.Hv);
+  const int h = int(blockIdx.x % p.Hv);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
+
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
+  if (sq.slot < 0) {                        // padding: outputs zero, no state read or written
+    for (int64_t r = tid >> 4; r < sq.len; r += kThreads / 16) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + (tid & 15) * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
+
+  float S[16][4];  // the state's rows [16 warp, +16), all K columns: f32, on chip for the sequence
+  load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+  const HeadGate hg = head_gate(p, h);
+  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
+
+  const int64_t chunks = (sq.len + kC - 1) / kC;
+  RawGates gates;
+  if (chunks > 0) {
+    load_chunk_tiles(p, s, 0, n, sq.bos, int(sq.len < kC ? sq.len : kC), j, h, tid);
+    if (warp == 0) gates = load_raw_gates(p, n, sq, h, 0, lane);
+  }
+  cp_async_commit();
+
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int buf = int(c & 1);
+    const int64_t tok0 = sq.bos + c * kC;
+    const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
+    __syncthreads();  // chunk c - 1 is done with every buffer
+    if (c + 1 < chunks) {
+      const int64_t left = sq.len - (c + 1) * kC;
+      load_chunk_tiles(p, s, buf ^ 1, n, tok0 + kC, int(left < kC ? left : kC), j, h, tid);
+    }
+    cp_async_commit();
+    if (warp == 0) {
+      chunk_gates(p, s, hg, gates, rows, lane);
+      if (c + 1 < chunks) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
+    }
+    cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
+    __syncthreads();
+    if (p.l2norm) {
+      row_norms<M>(s, buf, warp, lane);
+      __syncthreads();
+    }
+
+    // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
+    key_products<M>(s, buf, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC);
+    __syncthreads();
+    invert_unit_lower(s, tid, warp, lane);
+    __syncthreads();
+    gate_inverse<M>(s, tid);
+    __syncthreads();
+    float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
+    minus_w<M>(s, buf, warp, lane);
+    new_values<M>(s, buf, warp, lane, D);
+    __syncthreads();
+
+    // The chain: D = U - W S^T, O, then the next start state
+    const ChainTiles ct{&s.w_neg[0][0], &s.q[buf][0][0], &s.k[buf][0][0], &s.p.hi[0][0], &s.p.lo[0][0],
+                        s.G, s.rq, s.rk};
+    float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
+    chain_outputs<M>(ct, lane, S, D, O);
+    advance_state<M>(ct, lane, D, S);
+
+    __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = 8 * t + 2 * q + e;
+        s.q[buf][tok][16 * warp + g] = M::one(p.scale * O[t][e]);
+        s.q[buf][tok][16 * warp + g + 8] = M::one(p.scale * O[t][2 + e]);
+      }
+    __syncthreads();
+    store_chunk_output(p, s.q[buf], n, tok0, rows, h, tid);
+  }
+  cp_async_wait<0>();
+
+  if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+}
+
+template <class M>
+cudaError_t launch_chunked(const ChunkParams& p, cudaStream_t stream) {
+  const auto kernel = chunked_prefill_kernel<M>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace gdn::cuda::chunked

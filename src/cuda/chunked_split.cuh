@@ -1,0 +1,586 @@
+// The split form of the chunked prefill (chunked_tile.h says when it runs): two kernels, one
+// after the other on the caller's stream, with the workspace between them.
+//   prepare  one CTA of 8 warps per (chunk slot, value head), all chunks at once, two CTAs an
+//            SM: the state-independent steps of chunked_steps.cuh (gates, norms, m and P, the
+//            inverse, T, -W, U), written out as a PreparedChunk.
+//   chain    one CTA of kChainWarps warps per (sequence, value head, block of kChainRows state
+//            rows): the rows' f32 state stays in registers, split over two warps by key
+//            columns; per chunk it loads the prepared chunk with q and k, then D = U - W S^T,
+//            O, the next state.
+// The roundings are the fused kernel's, step for step; only the order of some f32 sums differs
+// (the two key halves are summed apart, then added). Included by one .cu per input dtype.
+#pragma once
+
+#include "cuda/chunked_steps.cuh"
+
+namespace gdn::cuda::chunked {
+
+// ---- where chunks live in the workspace
+
+// The (sequence n, chunk c) whose workspace slot is `slot`, or false for a slot between two
+// sequences' slots. Packed: the CTA's threads test every valid sequence against the slot (a
+// binary search would trust cu_seqlens to be sorted before anything has checked it).
+__device__ __forceinline__ bool slot_owner(const ChunkParams& p, int64_t slot, int64_t& n, int64_t& c) {
+  if (!p.cu_seqlens) {
+    n = slot / p.chunks_per_seq;
+    c = slot % p.chunks_per_seq;
+    return true;
+  }
+  __shared__ int64_t owner, owner_chunk;
+  if (threadIdx.x == 0) owner = -1;
+  __syncthreads();
+  for (int64_t m = threadIdx.x; m < p.N; m += blockDim.x) {
+    const int64_t bos = cu_seqlen_at(p, m), eos = cu_seqlen_at(p, m + 1);
+    if ((m == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total) continue;  // invalid (resolve_span)
+    const int64_t base = bos / kC + m;
+    if (slot >= base && slot < base + (eos - bos + kC - 1) / kC) {
+      owner = m;
+      owner_chunk = slot - base;
+    }
+  }
+  __syncthreads();
+  n = owner;
+  c = owner_chunk;
+  return n >= 0;
+}
+
+// chunk_slots() in chunked_tile.h: sequence n's chunk c.
+__device__ __forceinline__ int64_t chunk_slot(const ChunkParams& p, int64_t n, const Sequence& sq, int64_t c) {
+  return p.cu_seqlens ? sq.bos / kC + n + c : n * p.chunks_per_seq + c;
+}
+
+// ---- prepare
+
+template <class M>
+__global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel(const __grid_constant__ ChunkParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t slot = blockIdx.x;
+  const int h = int(blockIdx.y);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
+
+  int64_t n = 0, c = 0;
+  if (!slot_owner(p, slot, n, c)) return;  // a slot no chunk uses
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq) || sq.slot < 0) return;  // flagged, or padding (the chain writes its zeros)
+  const int64_t tok0 = sq.bos + c * kC;
+  const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
+  PreparedChunk& out = static_cast<PreparedChunk*>(p.prepared)[slot * p.Hv + h];
+
+  const HeadGate hg = head_gate(p, h);
+  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
+  load_token_rows<kThreads>(p.q, n, tok0, rows, j, s.q[0], tid);
+  load_token_rows<kThreads>(p.k, n, tok0, rows, j, s.k[0], tid);
+  cp_async_commit();
+  if (warp == 0) chunk_gates(p, s, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+  cp_async_wait<0>();
+  __syncthreads();
+  if (p.l2norm) {
+    row_norms<M>(s, 0, warp, lane);
+    __syncthreads();
+  }
+  key_products<M>(s, 0, warp, lane, &out.p_hi[0][0], &out.p_lo[0][0], kC);
+  __syncthreads();  // q is read: v takes its place, landing while the inverse runs
+  load_token_rows<kThreads>(p.v, n, tok0, rows, h, s.v[0], tid);
+  cp_async_commit();
+  invert_unit_lower(s, tid, warp, lane);
+  __syncthreads();
+  gate_inverse<M>(s, tid);
+  cp_async_wait<0>();
+  __syncthreads();
+  float D[8][4];  // U^T of the chunk: [16 value rows, C tokens]
+  minus_w<M>(s, 0, warp, lane);
+  new_values<M>(s, 0, warp, lane, D);
+#pragma unroll
+  for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
+    out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+  __syncthreads();  // -W is complete
+#pragma unroll
+  for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {
+    const int idx = tid + kThreads * i, r = idx >> 4, col = (idx & 15) * 8;
+    *reinterpret_cast<uint4*>(&out.w_neg[r][col]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
+  }
+  if (tid < 3 * kC / 4) {  // G, rq, rk: 16 pieces each
+    const int which = tid / (kC / 4), at = (tid % (kC / 4)) * 4;
+    const float* from = which == 0 ? s.G : which == 1 ? s.rq : s.rk;
+    float* to = which == 0 ? out.G : which == 1 ? out.rq : out.rk;
+    *reinterpret_cast<float4*>(to + at) = *reinterpret_cast<const float4*>(from + at);
+  }
+}
+
+// ---- chain
+
+// The chain's per-thread copy plan, fixed for the CTA: where its 16-byte pieces of q and k
+// start (token 0 of the sequence, key head j), and the shared-memory addresses of stage 0.
+struct ChainLoader {
+  const uint16_t* q;      // q of token bos, this thread's column
+  const uint16_t* k;
+  int64_t q_tok, k_tok;   // token strides (elements)
+  uint32_t stage0;        // shared address of stage 0
+  int tid;
+
+  __device__ __forceinline__ ChainLoader(const ChunkParams& p, const ChainSmem& s, int64_t n, const Sequence& sq,
+                                         int j, int tid_)
+      : q_tok(p.q.tok), k_tok(p.k.tok), stage0(smem_addr(&s.stage[0])), tid(tid_) {
+    const int col = (tid & 15) * 8;
+    q = static_cast<const uint16_t*>(p.q.p) + n * p.q.seq + sq.bos * p.q.tok + j * p.q.head + col;
+    k = static_cast<const uint16_t*>(p.k.p) + n * p.k.seq + sq.bos * p.k.tok + j * p.k.head + col;
+  }
+
+  // cp.async of chunk c (`rows` live tokens) into stage `buf`: q, k rows (zero past rows), the
+  // prepared chunk's -W, P and factors.
+  __device__ __forceinline__ void load(const PreparedChunk& pc, int64_t c, int rows, int buf) const {
+    const uint32_t st = stage0 + uint32_t(buf) * uint32_t(sizeof(ChainStage));
+    const int col = (tid & 15) * 8;
+#pragma unroll
+    for (int i = 0; i < kC * kK / 8 / kChainThreads; ++i) {  // 16 pieces a row
+      const int r = (tid >> 4) + (kChainThreads / 16) * i;
+      const bool live = r < rows;
+      const int64_t tok = c * kC + (live ? r : 0);
+      const uint32_t at = uint32_t((r * kLdTok + col) * 2);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, q)) + at, q + tok * q_tok, live ? 16 : 0);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, k)) + at, k + tok * k_tok, live ? 16 : 0);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, w_neg)) + at, &pc.w_neg[r][col], 16);
+    }
+#pragma unroll
+    for (int i = 0; i < kC * kC / 8 / kChainThreads; ++i) {  // 8 pieces a row
+      const int idx = tid + kChainThreads * i, r = idx >> 3, pc_col = (idx & 7) * 8;
+      const uint32_t at = uint32_t((r * kLdCC + pc_col) * 2);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_hi)) + at, &pc.p_hi[r][pc_col], 16);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_lo)) + at, &pc.p_lo[r][pc_col], 16);
+    }
+    if (tid < 3 * kC / 4) {  // G, rq, rk: 16 pieces each (contiguous in both)
+      static_assert(offsetof(PreparedChunk, rq) == offsetof(PreparedChunk, G) + kC * 4 &&
+                        offsetof(PreparedChunk, rk) == offsetof(PreparedChunk, G) + 2 * kC * 4 &&
+                        offsetof(ChainStage, rq) == offsetof(ChainStage, G) + kC * 4 &&
+                        offsetof(ChainStage, rk) == offsetof(ChainStage, G) + 2 * kC * 4,
+                    "G, rq, rk are one run of 3 C floats");
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, G)) + 16 * tid, pc.G + 4 * tid, 16);
+    }
+  }
+};
+
+// D^T += S_h (-W_h)^T and O^T = S_h Qc_h^T over key half kh (columns [64 kh, +64)): the
+// warp's partial sums, [16 value rows, C]. S: the warp's rows and key half.
+template <class M, int kh>
+__device__ __forceinline__ void key_half_products(const ChainTiles& ct, int lane, const float (&S)[8][4],
+                                                  float (&D)[8][4], float (&O)[8][4]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) O[t][0] = O[t][1] = O[t][2] = O[t][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    uint32_t sh[4], sl[4];
+    acc_to_a_split<M>(S, ks, sh, sl);
+    const int k0 = 64 * kh + 16 * ks;
+#pragma unroll
+    for (int np = 0; np < kC / 16; ++np) {
+      uint32_t bw[4], bq[4];  // B[k][t] = -W[t][k], Qc[t][k]
+      ldsm_x4(bw, b_rows(ct.w_neg, kLdTok, k0, 16 * np, lane));
+      ldsm_x4(bq, b_rows(ct.q, kLdTok, k0, 16 * np, lane));
+      M::mma(D[2 * np], sh, bw[0], bw[1]);
+      M::mma(D[2 * np + 1], sh, bw[2], bw[3]);
+      M::mma(O[2 * np], sh, bq[0], bq[1]);
+      M::mma(O[2 * np + 1], sh, bq[2], bq[3]);
+      M::mma(D[2 * np], sl, bw[0], bw[1]);
+      M::mma(D[2 * np + 1], sl, bw[2], bw[3]);
+      M::mma(O[2 * np], sl, bq[0], bq[1]);
+      M::mma(O[2 * np + 1], sl, bq[2], bq[3]);
+    }
+  }
+}
+
+// O^T of the warp's tokens [32 kh, +32) (tiles 4 kh .. 4 kh + 3, both partial sums in):
+// scaled by gamma_t / ||q_t||, plus D^T P^T over those tokens (P lower triangular).
+template <class M, int kh>
+__device__ __forceinline__ void finish_outputs_half(const ChainTiles& ct, int lane, const float (&D)[8][4],
+                                                    float (&O)[8][4]) {
+  const int q = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int t = 4 * kh + i, tok = 8 * t + 2 * q + e;
+      const float f = expf(ct.G[tok]) * ct.rq[tok];
+      O[t][e] *= f;
+      O[t][2 + e] *= f;
+    }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    if (ks > 2 * kh + 1) continue;  // P[t][t'] = 0 for t' > t (kh is a constant: no branch)
+    uint32_t dh[4], dl[4];
+    acc_to_a_split<M>(D, ks, dh, dl);
+#pragma unroll
+    for (int np = 0; np < kC / 16; ++np) {
+      if (np < ks || (np >> 1) != kh) continue;
+      uint32_t ph[4], pl[4];  // B[t'][t] = P[t][t']
+      ldsm_x4(ph, b_rows(ct.p_hi, kLdCC, 16 * ks, 16 * np, lane));
+      ldsm_x4(pl, b_rows(ct.p_lo, kLdCC, 16 * ks, 16 * np, lane));
+      M::mma(O[2 * np], dh, ph[0], ph[1]);
+      M::mma(O[2 * np + 1], dh, ph[2], ph[3]);
+      M::mma(O[2 * np], dl, ph[0], ph[1]);
+      M::mma(O[2 * np + 1], dl, ph[2], ph[3]);
+      M::mma(O[2 * np], dh, pl[0], pl[1]);
+      M::mma(O[2 * np + 1], dh, pl[2], pl[3]);
+    }
+  }
+}
+
+// S_h <- gamma_C S_h + D^T diag(exp(G_C - G) rk) Kc_h over key half kh, the warp's rows.
+template <class M, int kh>
+__device__ __forceinline__ void advance_state_half(const ChainTiles& ct, int lane, const float (&D)[8][4],
+                                                   float (&S)[8][4]) {
+  const int q = lane & 3;
+  const float Gc = ct.G[kC - 1], decay = expf(Gc);
+#pragma unroll
+  for (int t = 0; t < 8; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    float dd[2][4];
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = 16 * ks + 8 * u + 2 * q + e;
+        const float f = expf(Gc - ct.G[tok]) * ct.rk[tok];
+        dd[u][e] = D[2 * ks + u][e] * f;
+        dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
+      }
+    uint32_t dh[4], dl[4];
+    acc_to_a_split<M>(dd, 0, dh, dl);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];  // B[t][k] = Kc[t][k]
+      ldsm_x4_trans(b, b_cols(ct.k, kLdTok, 16 * ks, 64 * kh + 16 * np, lane));
+      M::mma(S[2 * np], dh, b[0], b[1]);
+      M::mma(S[2 * np + 1], dh, b[2], b[3]);
+      M::mma(S[2 * np], dl, b[0], b[1]);
+      M::mma(S[2 * np + 1], dl, b[2], b[3]);
+    }
+  }
+}
+
+// The warp's partial sums of chunk c, and their halves for its partner, into shared memory.
+template <class M, int kh>
+__device__ __forceinline__ void chain_partials(ChainSmem& s, const ChainTiles& ct, int warp, int lane,
+                                               const float (&S)[8][4], float (&D)[8][4], float (&O)[8][4]) {
+  key_half_products<M, kh>(ct, lane, S, D, O);
+#pragma unroll
+  for (int t = 0; t < 8; ++t) s.partial_d[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // the partner's tokens
+    const int t = 4 * (1 - kh) + i;
+    s.partial_o[warp][i][lane] = make_float4(O[t][0], O[t][1], O[t][2], O[t][3]);
+  }
+}
+
+// The partner's partial sums in, then the warp's outputs and its half of the next state.
+template <class M, int kh>
+__device__ __forceinline__ void chain_finish(const ChainSmem& s, const ChainTiles& ct, int partner, int lane,
+                                             float (&S)[8][4], float (&D)[8][4], float (&O)[8][4]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {  // (U + half 0) + half 1 in both warps: the same bits
+    const float4 x = s.partial_d[partner][t][lane];
+    D[t][0] += x.x, D[t][1] += x.y, D[t][2] += x.z, D[t][3] += x.w;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int t = 4 * kh + i;
+    const float4 x = s.partial_o[partner][i][lane];
+    O[t][0] += x.x, O[t][1] += x.y, O[t][2] += x.z, O[t][3] += x.w;
+  }
+  finish_outputs_half<M, kh>(ct, lane, D, O);
+  advance_state_half<M, kh>(ct, lane, D, S);
+}
+
+// The warp's o (tokens [32 kh, +32), its 16 rows) into the staging tile, token-major.
+template <class M, int kh>
+__device__ __forceinline__ void chain_stage_o(uint16_t (*stage)[kLdTok], const float (&O)[8][4], float scale, int rb,
+                                              int lane) {
+  const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int t = 4 * kh + i, tok = 8 * t + 2 * q + e;
+      stage[tok][16 * rb + g] = M::one(scale * O[t][e]);
+      stage[tok][16 * rb + g + 8] = M::one(scale * O[t][2 + e]);
+    }
+}
+
+// Key half 0's warps: U^T of a prepared chunk into registers (the fragments of rows
+// [row0, +16)), read a chunk ahead.
+__device__ __forceinline__ void load_u(const PreparedChunk& pc, int row0, int lane, float4 (&u)[8]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) u[t] = pc.u_frags[row0 / 16][t][lane];
+}
+
+// What one chain CTA runs: a whole sequence (seg_pass 0) or one segment run (chunked_tile.h).
+enum RunStart { kStartInitial, kStartZero, kStartIdentity, kStartSegment };
+struct ChainRun {
+  int64_t c_begin = 0, c_end = 0;  // chunks [c_begin, c_end) of the sequence
+  int start = kStartInitial;       // the initial state (or zeros without one), zeros, I, or a segment start
+  bool use_u = true;               // false: U = 0 (the transition run)
+  bool write_o = true;
+  bool end_final = true;           // store the end state as the final state (p.ht, if asked for)
+  const float* start_state = nullptr;  // [V, K] f32 (kStartSegment)
+  float* end_state = nullptr;          // [V, K] f32 workspace, or null
+};
+
+__device__ __forceinline__ float* seg_state(const ChunkParams& p, int64_t n, int m, int h, int kind) {
+  return p.seg_states + (((n * p.segments + m) * p.Hv + h) * kSegStates + kind) * int64_t(kV * kK);
+}
+
+// Run `role` of pass p.seg_pass for sequence n (chunks of it) and value head h.
+__device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, int64_t n, int h, int64_t chunks) {
+  ChainRun run;
+  run.c_end = chunks;
+  if (p.seg_pass == 0) return run;
+  const auto span = [&](int m) {
+    run.c_begin = m * p.seg_chunks;
+    run.c_end = (m + 1) * p.seg_chunks < chunks ? (m + 1) * p.seg_chunks : chunks;
+  };
+  run.end_final = false;
+  if (p.seg_pass == 1) {
+    if (role == 0) {  // segment 0 from the true initial state; its end starts segment 1
+      span(0);
+      run.end_state = seg_state(p, n, 1, h, kSegStart);
+      return run;
+    }
+    const int m = 1 + (role - 1) / 2;
+    const bool transition = (role - 1) % 2 == 1;
+    span(m);
+    run.write_o = false;
+    run.start = transition ? kStartIdentity : kStartZero;
+    run.use_u = !transition;
+    run.end_state = seg_state(p, n, m, h, transition ? kSegA : kSegR);
+    return run;
+  }
+  const int m = role + 1;  // pass 2: segments 1 .. segments - 1 from their true start
+  span(m);
+  run.start = kStartSegment;
+  run.start_state = seg_state(p, n, m, h, kSegStart);
+  run.end_final = m == p.segments - 1;
+  return run;
+}
+
+// The run's start state as the warp's accumulator tiles (rows [row0, +16), key columns
+// [col0, +64)).
+__device__ __forceinline__ void load_run_start(const ChunkParams& p, const ChainRun& run, int64_t slot, int h,
+                                               float (&S)[8][4], int row0, int col0, int g, int q) {
+  if (run.start == kStartInitial) {
+    load_state(p, slot, h, S, row0, col0, g, q);
+    return;
+  }
+#pragma unroll
+  for (int t = 0; t < 8; ++t)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
+      float2 x = make_float2(0.f, 0.f);
+      if (run.start == kStartIdentity) x = make_float2(v == k ? 1.f : 0.f, v == k + 1 ? 1.f : 0.f);
+      if (run.start == kStartSegment) x = *reinterpret_cast<const float2*>(run.start_state + v * kK + k);
+      S[t][2 * hr] = x.x;
+      S[t][2 * hr + 1] = x.y;
+    }
+}
+
+__device__ __forceinline__ void store_segment_state(float* state, const float (&S)[8][4], int row0, int col0, int g,
+                                                    int q) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
+      *reinterpret_cast<float2*>(state + v * kK + k) = make_float2(S[t][2 * hr], S[t][2 * hr + 1]);
+    }
+}
+
+template <class M>
+__global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __grid_constant__ ChunkParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  ChainSmem& s = *reinterpret_cast<ChainSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const int rb = warp % kChainRowBlocks, kh = warp / kChainRowBlocks;  // row block, key half
+  const int partner = warp ^ kChainRowBlocks;                          // same rows, other key half
+  const int64_t units = p.N * p.Hv * kVSplit;                          // CTAs per run of every sequence
+  const int role = int(blockIdx.x / units);
+  const int64_t unit = blockIdx.x % units;
+  const int block = int(unit % kVSplit);
+  const int64_t sequence_head = unit / kVSplit;
+  const int64_t n = longest_first(p, sequence_head / p.Hv);
+  const int h = int(sequence_head % p.Hv);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;
+  const int v0 = block * kChainRows;  // this CTA's state rows [v0, v0 + kChainRows)
+  const int row0 = v0 + 16 * rb;      // the warp's
+
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq)) return;
+  if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
+    if (role != 0 || p.seg_pass == 2) return;
+    for (int64_t r = tid >> 3; r < sq.len; r += kChainThreads / 8) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + v0 + (tid & 7) * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
+  const int64_t chunks = (sq.len + kC - 1) / kC;
+  const ChainRun run = chain_run(p, role, n, h, chunks);
+
+  float S[8][4];  // state rows [row0, +16), key columns [64 kh, +64), f32
+  load_run_start(p, run, sq.slot, h, S, row0, 64 * kh, g, q);
+  const PreparedChunk* prepared = static_cast<const PreparedChunk*>(p.prepared) + chunk_slot(p, n, sq, 0) * p.Hv + h;
+  const bool read_u = kh == 0 && run.use_u;
+  float4 u_next[8];  // key half 0: U^T of the next chunk
+  const ChainLoader loader(p, s, n, sq, j, tid);
+  const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
+  if (run.c_begin < run.c_end) {
+    loader.load(prepared[run.c_begin * p.Hv], run.c_begin, live_rows(run.c_begin), 0);
+    if (read_u) load_u(prepared[run.c_begin * p.Hv], row0, lane, u_next);
+  }
+  cp_async_commit();
+
+  for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+    const int buf = int((c - run.c_begin) & 1);
+    const int64_t tok0 = sq.bos + c * kC;
+    const int rows = live_rows(c);
+    float D[8][4];  // D^T <- U^T (key half 0) or 0: [16 value rows, C tokens]
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      D[t][0] = read_u ? u_next[t].x : 0.f;
+      D[t][1] = read_u ? u_next[t].y : 0.f;
+      D[t][2] = read_u ? u_next[t].z : 0.f;
+      D[t][3] = read_u ? u_next[t].w : 0.f;
+    }
+    __syncthreads();  // chunk c - 1 is done with the other stage and the partial sums
+    if (c + 1 < run.c_end) {
+      loader.load(prepared[(c + 1) * p.Hv], c + 1, live_rows(c + 1), buf ^ 1);
+      if (read_u) load_u(prepared[(c + 1) * p.Hv], row0, lane, u_next);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    ChainStage& st = s.stage[buf];
+    const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.rq, st.rk};
+
+    float O[8][4];  // O^T: [16 value rows, C tokens]
+    if (kh == 0)
+      chain_partials<M, 0>(s, ct, warp, lane, S, D, O);
+    else
+      chain_partials<M, 1>(s, ct, warp, lane, S, D, O);
+    __syncthreads();
+    if (kh == 0)
+      chain_finish<M, 0>(s, ct, partner, lane, S, D, O);
+    else
+      chain_finish<M, 1>(s, ct, partner, lane, S, D, O);
+    __syncthreads();  // every warp is done reading q: stage o there, this block's columns
+    if (run.write_o) {
+      if (kh == 0)
+        chain_stage_o<M, 0>(st.q, O, p.scale, rb, lane);
+      else
+        chain_stage_o<M, 1>(st.q, O, p.scale, rb, lane);
+    }
+    __syncthreads();
+    if (run.write_o) {
+#pragma unroll
+      for (int i = 0; i < kC * kChainRows / 8 / kChainThreads; ++i) {
+        const int idx = tid + kChainThreads * i, r = idx / (kChainRows / 8), col = (idx % (kChainRows / 8)) * 8;
+        if (r >= rows) continue;
+        uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r) * p.o.tok + h * p.o.head;
+        *reinterpret_cast<uint4*>(o + v0 + col) = *reinterpret_cast<const uint4*>(&st.q[r][col]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  if (run.end_state) store_segment_state(run.end_state, S, row0, 64 * kh, g, q);
+  if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 64 * kh, g, q);
+}
+
+// S_start(m + 1) = S_start(m) A_m + R_m for m = 1 .. segments - 2, in f32: one CTA per
+// (sequence, value head, block of 16 state rows), the segments in order.
+inline constexpr int kCombineRows = 16;
+inline constexpr int kCombineThreads = 256;
+inline constexpr size_t kCombineSmemBytes = sizeof(float) * (kK * kK + kCombineRows * kK);
+
+template <class M>  // (one copy per input dtype's translation unit; M is not used)
+__global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const __grid_constant__ ChunkParams p) {
+  extern __shared__ float4 combine_smem[];
+  float (*A)[kK] = reinterpret_cast<float (*)[kK]>(combine_smem);  // [K, K]: A_m
+  float (*S)[kK] = A + kK;                                          // [16, K]: rows of S_start(m)
+  const int tid = threadIdx.x;
+  const int rb = int(blockIdx.x % (kV / kCombineRows));
+  const int64_t sequence_head = blockIdx.x / (kV / kCombineRows);
+  const int64_t n = sequence_head / p.Hv;
+  const int h = int(sequence_head % p.Hv);
+  const int r = tid / 16, c0 = (tid % 16) * 8;  // the thread's outputs: row r, columns [c0, +8)
+  const int64_t rows = int64_t(rb) * kCombineRows * kK;
+
+  const float4* s1 = reinterpret_cast<const float4*>(seg_state(p, n, 1, h, kSegStart) + rows);
+  for (int i = tid; i < kCombineRows * kK / 4; i += kCombineThreads) reinterpret_cast<float4*>(&S[0][0])[i] = s1[i];
+  for (int m = 1; m + 1 < p.segments; ++m) {
+    const float4* a = reinterpret_cast<const float4*>(seg_state(p, n, m, h, kSegA));
+    for (int i = tid; i < kK * kK / 4; i += kCombineThreads) reinterpret_cast<float4*>(&A[0][0])[i] = a[i];
+    const float* R = seg_state(p, n, m, h, kSegR) + rows + r * kK + c0;
+    float acc[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = 0.f;
+    __syncthreads();
+#pragma unroll 4
+    for (int k = 0; k < kK; ++k) {
+      const float sk = S[r][k];
+      const float4 a0 = *reinterpret_cast<const float4*>(&A[k][c0]), a1 = *reinterpret_cast<const float4*>(&A[k][c0 + 4]);
+      acc[0] += sk * a0.x, acc[1] += sk * a0.y, acc[2] += sk * a0.z, acc[3] += sk * a0.w;
+      acc[4] += sk * a1.x, acc[5] += sk * a1.y, acc[6] += sk * a1.z, acc[7] += sk * a1.w;
+    }
+    const float4 r0 = *reinterpret_cast<const float4*>(R), r1 = *reinterpret_cast<const float4*>(R + 4);
+    const float4 o0 = make_float4(acc[0] + r0.x, acc[1] + r0.y, acc[2] + r0.z, acc[3] + r0.w);
+    const float4 o1 = make_float4(acc[4] + r1.x, acc[5] + r1.y, acc[6] + r1.z, acc[7] + r1.w);
+    __syncthreads();  // S and A are read
+    *reinterpret_cast<float4*>(&S[r][c0]) = o0;
+    *reinterpret_cast<float4*>(&S[r][c0 + 4]) = o1;
+    float* next = seg_state(p, n, m + 1, h, kSegStart) + rows + r * kK + c0;
+    *reinterpret_cast<float4*>(next) = o0;
+    *reinterpret_cast<float4*>(next + 4) = o1;
+  }
+}
+
+// The kernels on `stream`: prepare, then the chain (one pass), or with p.segments > 1 the
+// segment runs, the combine and the segments again. p.prepared holds p.chunk_slots x Hv
+// prepared chunks and, with segments, p.seg_states the segment states.
+template <class M>
+cudaError_t launch_chunked_split(ChunkParams p, cudaStream_t stream) {
+  const auto prepare = chunk_prepare_kernel<M>;
+  const auto chain = chunk_chain_kernel<M>;
+  cudaError_t e = cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(PrepSmem)));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chain, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(ChainSmem)));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kCombineSmemBytes));
+  if (e != cudaSuccess) return e;
+  if (p.chunk_slots > 0) {
+    prepare<<<dim3(unsigned(p.chunk_slots), unsigned(p.Hv)), dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  const int64_t units = p.N * p.Hv * kVSplit;
+  if (p.segments < 2) {
+    p.seg_pass = 0;
+    chain<<<dim3(unsigned(units)), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
+    return cudaGetLastError();
+  }
+  p.seg_pass = 1;
+  chain<<<dim3(unsigned(units * pass1_runs(p.segments))), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if (p.segments > 2) {
+    segment_combine_kernel<M><<<dim3(unsigned(p.N * p.Hv * (kV / kCombineRows))), dim3(kCombineThreads),
+                             kCombineSmemBytes, stream>>>(p);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  p.seg_pass = 2;
+  chain<<<dim3(unsigned(units * (p.segments - 1))), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace gdn::cuda::chunked
