@@ -4,7 +4,9 @@
 #              indices, graph capture, two streams), decode benchmark against
 #              flash-linear-attention, compute-sanitizer memcheck and racecheck;
 #   chunked    the chunked prefill tests;
-#   tool       gdn info / check / demo / bench on the cuda backend, and the oracle against the
+#   tool       gdn info / check / demo / bench (decode, two prefill cases) on the cuda backend,
+#              gdn run --path chunked against --path recurrent on a safetensors file
+#              (scripts/tool_chunked_check.py), and the oracle against the
 #              transformers Qwen3-Next functions (scripts/oracle_vs_transformers.py);
 #   python     the package built there (pip, in the background from the start), then
 #              scripts/python_gpu_check.py, scripts/hf_layer_check.py and
@@ -83,6 +85,11 @@ if has tool; then
   timeout 150 "$BIN/gdn" bench --backend cuda --cases decode --repeat 20 --commit "$COMMIT" \
     --json "$T/tool-bench.json" > "$T/bench.log" 2>&1
   note "gdn bench --backend cuda: rc=$?"; cat "$T/bench.log" >> "$SUMMARY"
+  timeout 120 "$BIN/gdn" bench --backend cuda --cases prefill-1x4096 prefill-1x32768-hk2hv8 --repeat 5 \
+    --commit "$COMMIT" --json "$T/tool-bench-prefill.json" > "$T/bench-prefill.log" 2>&1
+  note "gdn bench --backend cuda --cases prefill-...: rc=$?"; cat "$T/bench-prefill.log" >> "$SUMMARY"
+  timeout 60 python3 scripts/tool_chunked_check.py --gdn "$BIN/gdn" > "$T/run-chunked.log" 2>&1
+  note "gdn run --path chunked vs recurrent: rc=$?"; cat "$T/run-chunked.log" >> "$SUMMARY"
   timeout 90 python3 scripts/oracle_vs_transformers.py --gdn "$BIN/gdn" --json "$FINAL/oracle-vs-transformers.json" \
     > "$T/oracle.log" 2>&1
   note "oracle vs transformers: rc=$? ($(elapsed))"; cat "$T/oracle.log" >> "$SUMMARY"
