@@ -169,7 +169,8 @@ def forward(
         _option("backend", backend, _gdn.BACKEND),
         _option("path", path, _gdn.PATH),
         bool(host_check_indices), error_flags, int(num_threads), stream_ptr,
-        lambda nbytes: fw.empty(q, (nbytes,), "uint8"))
+        # the workspace as float32 words (the array views take no byte dtype), rounded up
+        lambda nbytes: fw.empty(q, ((nbytes + 3) // 4,), "float32"))
     if failure is not None:
         raise error_for(*failure)
     return ForwardOutput(out, final_state, state_snapshots)
