@@ -57,6 +57,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 
 # ---- python package build, in the background (CPU work beside the GPU tests)
 if has python; then
+  rm -rf /tmp/gdn-py  # pip --target keeps a package already there (a warm machine's)
   ( CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/gdn-py \
       -Cbuild-dir=/tmp/gdn-py-build -Ccmake.define.GDN_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" . \
       > "$WORK/python/build.log" 2>&1; echo $? > "$WORK/python/build.rc" ) &
