@@ -56,7 +56,6 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   extern __shared__ __align__(128) unsigned char smem_raw[];
   PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = lane >> 2, q = lane & 3;
   const int64_t slot = blockIdx.x;
   const int h = int(blockIdx.y);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <vector_types.h>  // float4
+
 namespace gdn::cuda::chunked {
 
 struct ChunkTile {

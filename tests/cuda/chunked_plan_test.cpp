@@ -1,0 +1,84 @@
+// The chunked path's host-side plans (cuda/chunked_tile.h), no GPU needed: the workspace's
+// chunk slots (packed sequences never share one), the choice between the fused and the split
+// form, and the exact sequence split's segment plan on the benchmark shapes (132 SMs).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "cuda/chunked_tile.h"
+
+namespace gdn::cuda::chunked {
+namespace {
+
+constexpr int kSms = 132;  // H200
+
+TEST(ChunkSlots, PackedSequencesNeverShareASlot) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int N = 1 + int(rng() % 40);
+    std::vector<int64_t> len(static_cast<size_t>(N));
+    for (auto& l : len) l = rng() % 4 == 0 ? 0 : int64_t(rng() % 700);  // zeros and partial chunks
+    int64_t bos = 0, last_end = 0, T_total = 0;
+    for (int64_t l : len) T_total += l;
+    const int64_t slots = chunk_slots(true, N, T_total, T_total);
+    for (int n = 0; n < N; ++n) {
+      const int64_t base = bos / kC + n, chunks = (len[size_t(n)] + kC - 1) / kC;
+      if (chunks > 0) {
+        EXPECT_GE(base, last_end) << "trial " << trial << ", sequence " << n;  // after the previous one's
+        last_end = base + chunks;
+        EXPECT_LE(last_end, slots) << "trial " << trial << ", sequence " << n;
+      }
+      bos += len[size_t(n)];
+    }
+  }
+}
+
+TEST(ChunkSlots, DenseSequencesTakeWholeChunks) {
+  EXPECT_EQ(chunk_slots(false, 3, 130, 390), 9);
+  EXPECT_EQ(chunk_slots(false, 2, 64, 128), 2);
+  EXPECT_EQ(chunk_slots(false, 1, 1, 1), 1);
+}
+
+TEST(FormChoice, FusedFillsTheGpuSplitServesFewPairs) {
+  EXPECT_FALSE(split_form_pays(4 * 32, kSms));   // 4 x 8192, Hv 32: fused (measured 1.71 ms vs 2.02)
+  EXPECT_FALSE(split_form_pays(16 * 32, kSms));  // 16 x 4096
+  EXPECT_TRUE(split_form_pays(32, kSms));        // 1 x T, Hv 32 (1x4096: 0.40 ms vs 0.86)
+  EXPECT_TRUE(split_form_pays(64, kSms));        // 1 x T, Hv 64
+  EXPECT_TRUE(split_form_pays(8, kSms));         // Hk/Hv 2/8
+  EXPECT_FALSE(split_form_pays(8, 0));           // no SM count: fused
+}
+
+TEST(SegmentPlan, BenchmarkShapes) {
+  const SegmentPlan hk2hv8 = plan_segments(512, 1 * 8 * kVSplit, kSms, 0);  // 1 x 32768, Hv 8
+  EXPECT_EQ(hk2hv8.segments, 9);
+  EXPECT_EQ(hk2hv8.seg_chunks, 57);
+  EXPECT_EQ(plan_segments(1024, 1 * 32 * kVSplit, kSms, 0).segments, 1);  // 1 x 65536, Hv 32
+  EXPECT_EQ(plan_segments(512, 1 * 64 * kVSplit, kSms, 0).segments, 1);   // 1 x 32768, Hv 64
+  EXPECT_EQ(plan_segments(1, 2, kSms, 0).segments, 1);                    // one chunk
+}
+
+TEST(SegmentPlan, ForcedCountsAndNoEmptySegment) {
+  EXPECT_EQ(plan_segments(100, 16, kSms, 1).segments, 1);
+  EXPECT_EQ(plan_segments(2, 16, kSms, 3).segments, 2);  // at most one segment a chunk
+  EXPECT_EQ(plan_segments(100, 16, kSms, 5).segments, 5);
+  EXPECT_EQ(plan_segments(100, 16, kSms, 1000).segments, 50);  // capped at kMaxSegments = 64: 2 chunks each
+  for (int64_t chunks = 1; chunks < 700; chunks += 7)
+    for (int64_t units : {2, 16, 64, 200})
+      for (int forced : {0, 2, 3, 9, 40}) {
+        const SegmentPlan s = plan_segments(chunks, units, kSms, forced);
+        ASSERT_GE(s.segments, 1);
+        ASSERT_LE(s.segments, kMaxSegments);
+        if (s.segments > 1) {  // every segment has a chunk; together they cover the sequence
+          EXPECT_LT((s.segments - 1) * s.seg_chunks, chunks) << chunks << " " << units << " " << forced;
+          EXPECT_GE(s.segments * s.seg_chunks, chunks) << chunks << " " << units << " " << forced;
+        }
+      }
+  EXPECT_EQ(pass1_runs(2), 1);
+  EXPECT_EQ(pass1_runs(3), 3);
+  EXPECT_EQ(pass1_runs(9), 15);
+}
+
+}  // namespace
+}  // namespace gdn::cuda::chunked
