@@ -71,16 +71,20 @@ bool split_form_fits(const Problem& p) {
   return p.Hv <= 65535 && chunk_slots(p) <= INT_MAX && p.N * p.Hv * ck::kVSplit <= INT_MAX;
 }
 
-// Which form runs p (chunked_tile.h): split_form_pays() on the device's SM count, unless the
-// environment variable GDN_CHUNKED_FORM is `fused` or `split` (the tests and benchmarks run
-// both forms through it). The workspace query and the call decide alike.
+// Which form runs p (chunked_tile.h): split_form_pays() on the device's SM count and a
+// workspace within kMaxSplitWorkspaceBytes, unless the environment variable GDN_CHUNKED_FORM
+// is `fused` or `split` (the tests and benchmarks run both forms through it). The workspace
+// query and the call decide alike.
+size_t split_workspace_bytes(const Problem& p);
+
 bool split_form(const Problem& p) {
   if (!split_form_fits(p)) return false;
   if (const char* form = std::getenv("GDN_CHUNKED_FORM")) {
     if (std::strcmp(form, "split") == 0) return true;
     if (std::strcmp(form, "fused") == 0) return false;
   }
-  return ck::split_form_pays(p.N * p.Hv, sm_count(p.device_id));
+  return ck::split_form_pays(p.N * p.Hv, sm_count(p.device_id)) &&
+         split_workspace_bytes(p) <= ck::kMaxSplitWorkspaceBytes;
 }
 
 // The exact sequence split for p in the split form (chunked_tile.h): dense batches only (a

@@ -226,6 +226,12 @@ constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int 
 // (us, H200, measured: docs/NOTES.md). Fused: one CTA per (sequence, value head), a step of
 // kFusedStepUs per wave of CTAs. Split: the prepare kernel's CTAs (kPrepCtaUs each, kPrepCtasPerSm
 // per SM) for every chunk of every head, then kChainStepUs per wave of chain CTAs.
+// The split form's workspace grows with T x Hv (about 1 KB per token and value head); above
+// this many bytes a call takes the fused kernel (no workspace) instead, unless
+// GDN_CHUNKED_FORM=split asks for the split form. 4 GiB holds 1 x 65536 tokens at Hv = 32
+// (2.2 GB) and 2^20 tokens at Hv = 2.
+inline constexpr size_t kMaxSplitWorkspaceBytes = size_t(4) << 30;
+
 inline constexpr double kFusedStepUs = 13.4;
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
 inline constexpr double kChainStepUs = 4.3;
