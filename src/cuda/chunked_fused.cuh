@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
                         s.G, s.rq, s.rk};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
     chain_outputs<M>(ct, lane, S, D, O);
-    advance_state<M>(ct, lane, D, S);
+    advance_state<M>(ct, lane, D, S, 0);
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
 #pragma unroll

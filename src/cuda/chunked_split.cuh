@@ -226,40 +226,6 @@ __device__ __forceinline__ void finish_outputs_half(const ChainTiles& ct, int la
   }
 }
 
-// S_h <- gamma_C S_h + D^T diag(exp(G_C - G) rk) Kc_h over key half kh, the warp's rows.
-template <class M, int kh>
-__device__ __forceinline__ void advance_state_half(const ChainTiles& ct, int lane, const float (&D)[8][4],
-                                                   float (&S)[8][4]) {
-  const int q = lane & 3;
-  const float Gc = ct.G[kC - 1], decay = expf(Gc);
-#pragma unroll
-  for (int t = 0; t < 8; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
-#pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks) {
-    float dd[2][4];
-#pragma unroll
-    for (int u = 0; u < 2; ++u)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int tok = 16 * ks + 8 * u + 2 * q + e;
-        const float f = expf(Gc - ct.G[tok]) * ct.rk[tok];
-        dd[u][e] = D[2 * ks + u][e] * f;
-        dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
-      }
-    uint32_t dh[4], dl[4];
-    acc_to_a_split<M>(dd, 0, dh, dl);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t b[4];  // B[t][k] = Kc[t][k]
-      ldsm_x4_trans(b, b_cols(ct.k, kLdTok, 16 * ks, 64 * kh + 16 * np, lane));
-      M::mma(S[2 * np], dh, b[0], b[1]);
-      M::mma(S[2 * np + 1], dh, b[2], b[3]);
-      M::mma(S[2 * np], dl, b[0], b[1]);
-      M::mma(S[2 * np + 1], dl, b[2], b[3]);
-    }
-  }
-}
-
 // The warp's partial sums of chunk c, and their halves for its partner, into shared memory.
 template <class M, int kh>
 __device__ __forceinline__ void chain_partials(ChainSmem& s, const ChainTiles& ct, int warp, int lane,
@@ -290,7 +256,7 @@ __device__ __forceinline__ void chain_finish(const ChainSmem& s, const ChainTile
     O[t][0] += x.x, O[t][1] += x.y, O[t][2] += x.z, O[t][3] += x.w;
   }
   finish_outputs_half<M, kh>(ct, lane, D, O);
-  advance_state_half<M, kh>(ct, lane, D, S);
+  advance_state<M>(ct, lane, D, S, 64 * kh);
 }
 
 // The warp's o (tokens [32 kh, +32), its 16 rows) into the staging tile, token-major.

@@ -575,14 +575,15 @@ __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, co
   }
 }
 
-// S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, [V, K], warp's rows.
-template <class M>
+// S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, the warp's rows and key columns
+// [col0, col0 + 8 kTiles): all of them in the fused kernel, one half in the split chain.
+template <class M, int kTiles>
 __device__ __forceinline__ void advance_state(const ChainTiles& ct, int lane, const float (&D)[8][4],
-                                              float (&S)[16][4]) {
+                                              float (&S)[kTiles][4], int col0) {
   const int q = lane & 3;
   const float Gc = ct.G[kC - 1], decay = expf(Gc);
 #pragma unroll
-  for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
+  for (int t = 0; t < kTiles; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     float dd[2][4];  // D^T tiles 2 ks, 2 ks + 1, columns scaled by exp(G_C - G_t) / ||k_t||
@@ -598,9 +599,9 @@ __device__ __forceinline__ void advance_state(const ChainTiles& ct, int lane, co
     uint32_t dh[4], dl[4];
     acc_to_a_split<M>(dd, 0, dh, dl);
 #pragma unroll
-    for (int np = 0; np < kK / 16; ++np) {
+    for (int np = 0; np < kTiles / 2; ++np) {
       uint32_t b[4];  // B[t][k] = Kc[t][k]
-      ldsm_x4_trans(b, b_cols(ct.k, kLdTok, 16 * ks, 16 * np, lane));
+      ldsm_x4_trans(b, b_cols(ct.k, kLdTok, 16 * ks, col0 + 16 * np, lane));
       M::mma(S[2 * np], dh, b[0], b[1]);
       M::mma(S[2 * np], dl, b[0], b[1]);
       M::mma(S[2 * np + 1], dh, b[2], b[3]);
