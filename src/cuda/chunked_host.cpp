@@ -96,8 +96,9 @@ ck::SegmentPlan segment_plan(const Problem& p) {
   if (const char* m = std::getenv("GDN_CHUNKED_SEGMENTS")) forced = std::atoi(m);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
   const ck::SegmentPlan plan = ck::plan_segments(chunks, p.N * p.Hv * ck::kVSplit, sm_count(p.device_id), forced);
-  const int64_t ctas = p.N * p.Hv * ck::kVSplit * ck::pass1_runs(plan.segments);
-  return ctas <= INT_MAX ? plan : ck::SegmentPlan{1, chunks};
+  const int64_t pass1 = p.N * p.Hv * ck::kVSplit * ck::pass1_runs(plan.segments);
+  const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
+  return pass1 <= INT_MAX && combine <= INT_MAX ? plan : ck::SegmentPlan{1, chunks};
 }
 
 size_t prepared_bytes(const Problem& p) {

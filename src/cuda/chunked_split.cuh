@@ -26,22 +26,21 @@ __device__ __forceinline__ bool slot_owner(const ChunkParams& p, int64_t slot, i
     c = slot % p.chunks_per_seq;
     return true;
   }
-  __shared__ int64_t owner, owner_chunk;
+  __shared__ long long owner;  // the highest-numbered sequence claiming the slot (one winner even
+                               // when invalid entries make valid-looking sequences overlap)
   if (threadIdx.x == 0) owner = -1;
   __syncthreads();
   for (int64_t m = threadIdx.x; m < p.N; m += blockDim.x) {
     const int64_t bos = cu_seqlen_at(p, m), eos = cu_seqlen_at(p, m + 1);
     if ((m == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total) continue;  // invalid (resolve_span)
     const int64_t base = bos / kC + m;
-    if (slot >= base && slot < base + (eos - bos + kC - 1) / kC) {
-      owner = m;
-      owner_chunk = slot - base;
-    }
+    if (slot >= base && slot < base + (eos - bos + kC - 1) / kC) atomicMax(&owner, (long long)m);
   }
   __syncthreads();
   n = owner;
-  c = owner_chunk;
-  return n >= 0;
+  if (n < 0) return false;
+  c = slot - (cu_seqlen_at(p, n) / kC + n);
+  return true;
 }
 
 // chunk_slots() in chunked_tile.h: sequence n's chunk c.
@@ -465,7 +464,6 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 
 // S_start(m + 1) = S_start(m) A_m + R_m for m = 1 .. segments - 2, in f32: one CTA per
 // (sequence, value head, block of 16 state rows), the segments in order.
-inline constexpr int kCombineRows = 16;
 inline constexpr int kCombineThreads = 256;
 inline constexpr size_t kCombineSmemBytes = sizeof(float) * (kK * kK + kCombineRows * kK);
 

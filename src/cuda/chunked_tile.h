@@ -1,6 +1,8 @@
-// The chunked (WY / UT-transform) prefill kernel's tile: chunk length, warps, shared-memory
-// layout, and the auto-path crossover. Host and device code read it; the choices and their
-// reasons live in chunk_tile() and auto_prefers_chunked() alone.
+// The chunked (WY / UT-transform) prefill kernels' tiles: chunk length, warps, shared-memory
+// layouts, the workspace's prepared chunks, the auto-path crossover, the choice of form and the
+// sequence split's plan. Host and device code read it; the choices and their
+// reasons live here alone: chunk_tile(), auto_prefers_chunked(), split_form_pays(),
+// plan_segments().
 // Letters as in SPEC.md: N sequences, T tokens, Hk / Hv heads, K / V head dims, C chunk length.
 #pragma once
 
@@ -188,6 +190,9 @@ constexpr int64_t chunk_slots(bool packed, int64_t N, int64_t T, int64_t T_total
 enum SegState { kSegR = 0, kSegA = 1, kSegStart = 2, kSegStates = 3 };
 inline constexpr int kMaxSegments = 64;
 
+// The combine kernel's CTAs: one per (sequence, value head, block of kCombineRows state rows).
+inline constexpr int kCombineRows = 16;
+
 // Chain CTAs of pass 1 per (sequence, value head, row block): segment 0 and two per middle one.
 constexpr int pass1_runs(int segments) { return segments < 2 ? 1 : 1 + 2 * (segments - 2); }
 
@@ -211,13 +216,14 @@ constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int 
     const SegmentPlan f = plan(forced < kMaxSegments ? forced : kMaxSegments);
     return f.segments >= 2 ? f : best;
   }
-  double best_cost = double(waves(units) * chunks);
+  const double unsplit = double(waves(units) * chunks);
+  double best_cost = unsplit;
   for (int m = 2; m <= kMaxSegments; ++m) {
     const SegmentPlan s = plan(m);
     if (s.segments < 2) continue;
     const double cost = double((waves(pass1_runs(s.segments) * units) + waves((s.segments - 1) * units)) *
                                s.seg_chunks) + double(s.segments - 2);
-    if (cost < 0.9 * best_cost) best_cost = cost, best = s;
+    if (cost < best_cost && cost < 0.9 * unsplit) best_cost = cost, best = s;
   }
   return best;
 }

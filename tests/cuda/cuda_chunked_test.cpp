@@ -388,6 +388,38 @@ void invalid_indices_write_nothing(const char* form) {
   }
 }
 
+// A dense batch (the sequence split applies): a state index out of the pool silences its
+// sequence in every pass; the others write what a valid call writes.
+void invalid_state_index_dense(const char* form) {
+  Case c = parse_case("N=3,T=400,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6");
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs valid = pristine, bad = pristine;
+  ASSERT_EQ(run_path(valid, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+  bad.state_indices.set(1, double(bad.state_slots + 3));
+  ErrorWord flags;
+  ASSERT_EQ(run_path(bad, GDN_PATH_CHUNKED, flags.ptr), GDN_STATUS_SUCCESS) << gdn_last_error();
+  EXPECT_EQ(flags.read(), uint32_t(GDN_ERROR_FLAG_STATE_INDICES)) << form;
+  const int64_t per_sequence = c.T * c.Hv * c.V;
+  for (int64_t i = 0; i < bad.o.numel(); ++i) {
+    const GeneratedInputs& expected = i / per_sequence == 1 ? pristine : valid;
+    ASSERT_TRUE(same_bits(bad.o, expected.o, i)) << form << ": o at sequence " << i / per_sequence;
+  }
+  const HostTensor& state = *bad.final_state_out();
+  const int64_t per_slot = c.Hv * c.V * c.K;
+  for (int64_t n : {0, 2})
+    for (int64_t i = bad.slot[size_t(n)] * per_slot; i < (bad.slot[size_t(n)] + 1) * per_slot; ++i)
+      ASSERT_TRUE(same_bits(state, *valid.final_state_out(), i)) << form << ": state of sequence " << n;
+}
+
+TEST(Device, InvalidStateIndexDense) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const Form& f : kForms) {
+    const FormScope scope(f);
+    invalid_state_index_dense(f.name);
+  }
+}
+
 TEST(Device, InvalidIndicesWriteNothing) {
   GDN_SKIP_WITHOUT_GPU();
   for (const Form& f : kForms) {
