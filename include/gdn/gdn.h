@@ -187,7 +187,8 @@ typedef struct gdn_forward_args {
   int32_t chunk_checkpoint_every; /* reserved for chunked state checkpoints; must be 0 */
   /* execution */
   void* stream;              /* cudaStream_t for the cuda backend (NULL: the legacy default stream) */
-  void* workspace;           /* backend-device memory of workspace_bytes, >= gdn_forward_workspace_size() */
+  void* workspace;           /* backend-device memory of workspace_bytes, >= gdn_forward_workspace_size(),
+                                256-byte aligned (as cudaMalloc and array allocators return it) */
   size_t workspace_bytes;
   uint32_t* error_flags;     /* optional, backend-device memory: kernels OR GDN_ERROR_FLAG_* bits in */
   int32_t num_threads;       /* cpu backends: 0 = all cores */
@@ -198,7 +199,9 @@ GDN_API void gdn_forward_args_init(gdn_forward_args* args);
 
 /* Validation only, and whether a kernel exists for this configuration. Writes nothing. */
 GDN_API gdn_status gdn_forward_can_implement(const gdn_forward_args* args);
-/* Bytes of workspace gdn_forward needs for these arguments (0 for most decode calls). */
+/* Bytes of workspace gdn_forward needs for these arguments: 0 for decode calls and the fused
+ * chunked kernel; the cuda chunked path's split form (few long sequences) asks for about 1 KB
+ * per token and value head. */
 GDN_API gdn_status gdn_forward_workspace_size(const gdn_forward_args* args, size_t* bytes);
 /* Run. For the cuda backend the call is asynchronous on args->stream, allocates nothing and
  * synchronises nothing (unless host_check_indices), so it can be captured in a CUDA graph. */
