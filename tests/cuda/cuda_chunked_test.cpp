@@ -243,8 +243,8 @@ TEST(Forms, SplitMatchesFused) {
   }
 }
 
-// The split form asks for its workspace (the prepared chunks) and refuses a call without it;
-// the fused form asks for none.
+// The split form asks for its workspace (the prepared chunks) and refuses a call without it or
+// with a misaligned one; the fused form asks for none.
 TEST(Forms, WorkspaceIsAskedForAndRequired) {
   GDN_SKIP_WITHOUT_GPU();
   Case c = parse_case("N=2,T=130,Hk=2,Hv=4,K=128,V=128,dtype=bf16,path=chunked");
@@ -263,6 +263,13 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
   ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
   EXPECT_EQ(bytes, size_t(2 * 3 * 4) * sizeof(cuda::chunked::PreparedChunk));  // N ceil(T / C) Hv
   EXPECT_EQ(gdn_forward(&a), GDN_STATUS_WORKSPACE_TOO_SMALL);
+  EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
+  // large enough but not 256-byte aligned: refused by name
+  gdn_forward_args b = dev.args(in, GDN_BACKEND_CUDA, nullptr, bytes + 256);
+  b.path = GDN_PATH_CHUNKED;
+  b.workspace = static_cast<unsigned char*>(b.workspace) + 16;
+  b.workspace_bytes = bytes;
+  EXPECT_EQ(gdn_forward(&b), GDN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
 }
 
