@@ -3,7 +3,11 @@
 #   recurrent  scripts/device_check.sh: the cuda recurrent tests (oracle cases, invalid device
 #              indices, graph capture, two streams), decode benchmark against
 #              flash-linear-attention, compute-sanitizer memcheck and racecheck;
-#   chunked    the chunked prefill tests;
+#   chunked    the chunked prefill tests (every form; the 2^20-token sequence), compute-sanitizer
+#              racecheck and memcheck on a few of them;
+#   prefill    bench/bench_prefill.py: BENCH.md's prefill cases against flash-linear-attention,
+#              ours as the library chooses and in the forms PREFILL_FORMS (default fused,split:1),
+#              PREFILL_S seconds (default 240), PREFILL_CASES picks cases;
 #   tool       gdn info / check / demo / bench (decode, two prefill cases) on the cuda backend,
 #              gdn run --path chunked against --path recurrent on a safetensors file
 #              (scripts/tool_chunked_check.py), and the oracle against the
@@ -34,7 +38,7 @@ if [ "${1:-}" = "--pack" ]; then
   exit 0
 fi
 
-PHASES=${*:-recurrent chunked tool python}
+PHASES=${*:-recurrent chunked prefill tool python}
 FINAL=${OUT:-$PWD/device-out}
 WORK=/tmp/gdn-pass
 rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python,lab} "$FINAL"
@@ -71,9 +75,25 @@ if has recurrent; then
 fi
 
 if has chunked; then
-  timeout 60 "$BIN/cuda_chunked_test" --gtest_brief=1 > "$WORK/chunked/tests.log" 2>&1
+  timeout 90 "$BIN/cuda_chunked_test" --gtest_brief=1 > "$WORK/chunked/tests.log" 2>&1
   note "== chunked tests: rc=$? $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests.log" | tr '\n' ' ') ($(elapsed))"
   grep -E '^\[  FAILED  \]' "$WORK/chunked/tests.log" | sort -u | head -20 | tee -a "$SUMMARY"
+  grep -E '^2\^20 tokens' "$WORK/chunked/tests.log" | tee -a "$SUMMARY"
+  for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
+              "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.SegmentsMatchUnsplit"; do
+    tool=${spec%%:*} filter=${spec#*:}
+    timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$BIN/cuda_chunked_test" \
+      --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool.log" 2>&1
+    note "chunked $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$WORK/chunked/$tool.log" | tail -n 1) ($(elapsed))"
+  done
+fi
+
+if has prefill; then  # every form of ours against fla, side by side (bench/bench_prefill.py)
+  timeout "$(( ${PREFILL_S:-240} + 60 ))" python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" \
+    --out "$FINAL" --forms "${PREFILL_FORMS:-fused,split:1}" --rep 30 --deadline "${PREFILL_S:-240}" \
+    ${PREFILL_CASES:+--cases "$PREFILL_CASES"} > "$WORK/prefill.log" 2>&1
+  note "== prefill benchmark: rc=$? ($(elapsed))"
+  sed -n '/^results:/,$p' "$WORK/prefill.log" >> "$SUMMARY"
 fi
 
 if has tool; then
