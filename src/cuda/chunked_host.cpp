@@ -71,46 +71,47 @@ bool split_form_fits(const Problem& p) {
   return p.Hv <= 65535 && chunk_slots(p) <= INT_MAX && p.N * p.Hv * ck::kVSplit <= INT_MAX;
 }
 
-// Which form runs p (chunked_tile.h): split_form_pays() on the device's SM count and a
-// workspace within kMaxSplitWorkspaceBytes, unless the environment variable GDN_CHUNKED_FORM
-// is `fused` or `split` (the tests and benchmarks run both forms through it). The workspace
-// query and the call decide alike.
-size_t split_workspace_bytes(const Problem& p);
+// How the chunked path runs p (chunked_tile.h): the form, the sequence split and the
+// workspace they need, decided once for the workspace query and the call alike.
+//  - form: split_form_pays() on the device's SM count and a workspace within
+//    kMaxSplitWorkspaceBytes, unless the environment variable GDN_CHUNKED_FORM is `fused` or
+//    `split` (the tests and benchmarks run every form through it);
+//  - sequence split: dense batches only (a packed batch's lengths are in device memory),
+//    plan_segments(), or GDN_CHUNKED_SEGMENTS=M segments.
+struct ChunkedPlan {
+  bool split = false;
+  ck::SegmentPlan segments{1, 0};
+  size_t prepared_bytes = 0;   // the prepared chunks, at the workspace's start
+  size_t workspace_bytes = 0;  // and the segment states after them
+};
 
-bool split_form(const Problem& p) {
-  if (!split_form_fits(p)) return false;
-  if (const char* form = std::getenv("GDN_CHUNKED_FORM")) {
-    if (std::strcmp(form, "split") == 0) return true;
-    if (std::strcmp(form, "fused") == 0) return false;
-  }
-  return ck::split_form_pays(p.N * p.Hv, sm_count(p.device_id)) &&
-         split_workspace_bytes(p) <= ck::kMaxSplitWorkspaceBytes;
-}
-
-// The exact sequence split for p in the split form (chunked_tile.h): dense batches only (a
-// packed batch's lengths are in device memory). GDN_CHUNKED_SEGMENTS=M forces M segments
-// (the tests compare split and unsplit results through it).
-ck::SegmentPlan segment_plan(const Problem& p) {
-  if (p.packed) return ck::SegmentPlan{1, 0};
-  int forced = 0;
-  if (const char* m = std::getenv("GDN_CHUNKED_SEGMENTS")) forced = std::atoi(m);
+ChunkedPlan plan_call(const Problem& p) {
+  ChunkedPlan plan;
+  if (!split_form_fits(p)) return plan;
+  const int sms = sm_count(p.device_id);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
-  const ck::SegmentPlan plan = ck::plan_segments(chunks, p.N * p.Hv * ck::kVSplit, sm_count(p.device_id), forced);
-  const int64_t pass1 = p.N * p.Hv * ck::kVSplit * ck::pass1_runs(plan.segments);
-  const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
-  return pass1 <= INT_MAX && combine <= INT_MAX ? plan : ck::SegmentPlan{1, chunks};
-}
+  plan.segments = ck::SegmentPlan{1, chunks};
+  if (!p.packed) {
+    int forced = 0;
+    if (const char* m = std::getenv("GDN_CHUNKED_SEGMENTS")) forced = std::atoi(m);
+    const ck::SegmentPlan s = ck::plan_segments(chunks, p.N * p.Hv * ck::kVSplit, sms, forced);
+    const int64_t pass1 = p.N * p.Hv * ck::kVSplit * ck::pass1_runs(s.segments);
+    const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
+    if (pass1 <= INT_MAX && combine <= INT_MAX) plan.segments = s;
+  }
+  plan.prepared_bytes = size_t(chunk_slots(p)) * size_t(p.Hv) * sizeof(ck::PreparedChunk);
+  const size_t states = plan.segments.segments > 1 ? size_t(p.N) * size_t(plan.segments.segments) * size_t(p.Hv) *
+                                                         ck::kSegStates * size_t(p.V) * size_t(p.K) * sizeof(float)
+                                                   : 0;
+  plan.workspace_bytes = plan.prepared_bytes + states;
 
-size_t prepared_bytes(const Problem& p) {
-  return size_t(chunk_slots(p)) * size_t(p.Hv) * sizeof(ck::PreparedChunk);
-}
-
-size_t split_workspace_bytes(const Problem& p) {
-  const ck::SegmentPlan plan = segment_plan(p);
-  const size_t states = plan.segments > 1 ? size_t(p.N) * size_t(plan.segments) * size_t(p.Hv) * ck::kSegStates *
-                                                size_t(p.V) * size_t(p.K) * sizeof(float)
-                                          : 0;
-  return prepared_bytes(p) + states;
+  plan.split = ck::split_form_pays(p.N * p.Hv, sms) && plan.workspace_bytes <= ck::kMaxSplitWorkspaceBytes;
+  if (const char* form = std::getenv("GDN_CHUNKED_FORM")) {
+    if (std::strcmp(form, "split") == 0) plan.split = true;
+    if (std::strcmp(form, "fused") == 0) plan.split = false;
+  }
+  if (!plan.split) plan.workspace_bytes = 0;
+  return plan;
 }
 
 ck::ChunkParams make_params(const Problem& p) {
@@ -163,13 +164,14 @@ gdn_status cuda_chunked_can_implement(const Problem& p) {
 }
 
 gdn_status cuda_chunked_workspace_size(const Problem& p, size_t* bytes) {
-  *bytes = split_form(p) ? split_workspace_bytes(p) : 0;
+  *bytes = plan_call(p).workspace_bytes;
   return GDN_STATUS_SUCCESS;
 }
 
 gdn_status cuda_chunked_forward(const Problem& p) {
   ck::ChunkParams c = make_params(p);
-  const bool split = split_form(p);
+  const ChunkedPlan plan = plan_call(p);
+  const bool split = plan.split;
   if (split) {
     if (reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0)
       return fail(GDN_STATUS_INVALID_ARGUMENT,
@@ -177,11 +179,10 @@ gdn_status cuda_chunked_forward(const Problem& p) {
     c.prepared = p.workspace;
     c.chunk_slots = chunk_slots(p);
     c.chunks_per_seq = (p.T + ck::kC - 1) / ck::kC;
-    const ck::SegmentPlan plan = segment_plan(p);
-    c.segments = plan.segments;
-    c.seg_chunks = plan.seg_chunks;
-    if (plan.segments > 1)
-      c.seg_states = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + prepared_bytes(p));
+    c.segments = plan.segments.segments;
+    c.seg_chunks = plan.segments.seg_chunks;
+    if (c.segments > 1)
+      c.seg_states = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + plan.prepared_bytes);
   }
   const DeviceScope scope(p.device_id);
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
