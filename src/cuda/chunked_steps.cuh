@@ -162,26 +162,6 @@ __device__ __forceinline__ void chunk_gates(const ChunkParams& p, Sm& s, const H
 
 // ---- tiles in and out
 
-// cp.async of the chunk's token rows [tok0, tok0 + rows) of q, k (key head j) and v (value
-// head h) into buffer `buf`; rows past `rows` are zero-filled.
-template <class Sm>
-__device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Sm& s, int buf, int64_t n,
-                                                 int64_t tok0, int rows, int j, int h, int tid) {
-  const int col = (tid & 15) * 8;  // 16 bytes of a 256-byte row
-#pragma unroll
-  for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {
-    const int r = (tid >> 4) + 16 * i;
-    const bool live = r < rows;
-    const int64_t tok = tok0 + (live ? r : 0);
-    const uint16_t* q = static_cast<const uint16_t*>(p.q.p) + n * p.q.seq + tok * p.q.tok + j * p.q.head;
-    const uint16_t* k = static_cast<const uint16_t*>(p.k.p) + n * p.k.seq + tok * p.k.tok + j * p.k.head;
-    const uint16_t* v = static_cast<const uint16_t*>(p.v.p) + n * p.v.seq + tok * p.v.tok + h * p.v.head;
-    cp_async16(&s.q[buf][r][col], q + col, live ? 16 : 0);
-    cp_async16(&s.k[buf][r][col], k + col, live ? 16 : 0);
-    cp_async16(&s.v[buf][r][col], v + col, live ? 16 : 0);
-  }
-}
-
 // cp.async of one [C, 128] half-precision tile by kBy threads: token rows [tok0, tok0 + rows)
 // of head `head` of `view` (sequence n), zero past rows.
 template <int kBy>
@@ -196,6 +176,14 @@ __device__ __forceinline__ void load_token_rows(const TokenView& view, int64_t n
     const uint16_t* row = static_cast<const uint16_t*>(view.p) + n * view.seq + tok * view.tok + head * view.head;
     cp_async16(&tile[r][col], row + col, live ? 16 : 0);
   }
+}
+
+// The fused kernel's chunk: q, k (key head j) and v (value head h) rows into buffer `buf`.
+__device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Smem& s, int buf, int64_t n, int64_t tok0,
+                                                 int rows, int j, int h, int tid) {
+  load_token_rows<kThreads>(p.q, n, tok0, rows, j, s.q[buf], tid);
+  load_token_rows<kThreads>(p.k, n, tok0, rows, j, s.k[buf], tid);
+  load_token_rows<kThreads>(p.v, n, tok0, rows, h, s.v[buf], tid);
 }
 
 // o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major, as o).
