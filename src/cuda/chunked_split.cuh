@@ -160,76 +160,11 @@ struct ChainLoader {
   }
 };
 
-// D^T += S_h (-W_h)^T and O^T = S_h Qc_h^T over key half kh (columns [64 kh, +64)): the
-// warp's partial sums, [16 value rows, C]. S: the warp's rows and key half.
-template <class M, int kh>
-__device__ __forceinline__ void key_half_products(const ChainTiles& ct, int lane, const float (&S)[8][4],
-                                                  float (&D)[8][4], float (&O)[8][4]) {
-#pragma unroll
-  for (int t = 0; t < 8; ++t) O[t][0] = O[t][1] = O[t][2] = O[t][3] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    uint32_t sh[4], sl[4];
-    acc_to_a_split<M>(S, ks, sh, sl);
-    const int k0 = 64 * kh + 16 * ks;
-#pragma unroll
-    for (int np = 0; np < kC / 16; ++np) {
-      uint32_t bw[4], bq[4];  // B[k][t] = -W[t][k], Qc[t][k]
-      ldsm_x4(bw, b_rows(ct.w_neg, kLdTok, k0, 16 * np, lane));
-      ldsm_x4(bq, b_rows(ct.q, kLdTok, k0, 16 * np, lane));
-      M::mma(D[2 * np], sh, bw[0], bw[1]);
-      M::mma(D[2 * np + 1], sh, bw[2], bw[3]);
-      M::mma(O[2 * np], sh, bq[0], bq[1]);
-      M::mma(O[2 * np + 1], sh, bq[2], bq[3]);
-      M::mma(D[2 * np], sl, bw[0], bw[1]);
-      M::mma(D[2 * np + 1], sl, bw[2], bw[3]);
-      M::mma(O[2 * np], sl, bq[0], bq[1]);
-      M::mma(O[2 * np + 1], sl, bq[2], bq[3]);
-    }
-  }
-}
-
-// O^T of the warp's tokens [32 kh, +32) (tiles 4 kh .. 4 kh + 3, both partial sums in):
-// scaled by gamma_t / ||q_t||, plus D^T P^T over those tokens (P lower triangular).
-template <class M, int kh>
-__device__ __forceinline__ void finish_outputs_half(const ChainTiles& ct, int lane, const float (&D)[8][4],
-                                                    float (&O)[8][4]) {
-  const int q = lane & 3;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int t = 4 * kh + i, tok = 8 * t + 2 * q + e;
-      const float f = expf(ct.G[tok]) * ct.rq[tok];
-      O[t][e] *= f;
-      O[t][2 + e] *= f;
-    }
-#pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks) {
-    if (ks > 2 * kh + 1) continue;  // P[t][t'] = 0 for t' > t (kh is a constant: no branch)
-    uint32_t dh[4], dl[4];
-    acc_to_a_split<M>(D, ks, dh, dl);
-#pragma unroll
-    for (int np = 0; np < kC / 16; ++np) {
-      if (np < ks || (np >> 1) != kh) continue;
-      uint32_t ph[4], pl[4];  // B[t'][t] = P[t][t']
-      ldsm_x4(ph, b_rows(ct.p_hi, kLdCC, 16 * ks, 16 * np, lane));
-      ldsm_x4(pl, b_rows(ct.p_lo, kLdCC, 16 * ks, 16 * np, lane));
-      M::mma(O[2 * np], dh, ph[0], ph[1]);
-      M::mma(O[2 * np + 1], dh, ph[2], ph[3]);
-      M::mma(O[2 * np], dl, ph[0], ph[1]);
-      M::mma(O[2 * np + 1], dl, ph[2], ph[3]);
-      M::mma(O[2 * np], dh, pl[0], pl[1]);
-      M::mma(O[2 * np + 1], dh, pl[2], pl[3]);
-    }
-  }
-}
-
 // The warp's partial sums of chunk c, and their halves for its partner, into shared memory.
 template <class M, int kh>
 __device__ __forceinline__ void chain_partials(ChainSmem& s, const ChainTiles& ct, int warp, int lane,
                                                const float (&S)[8][4], float (&D)[8][4], float (&O)[8][4]) {
-  key_half_products<M, kh>(ct, lane, S, D, O);
+  key_products<M>(ct, lane, S, D, O, 64 * kh);
 #pragma unroll
   for (int t = 0; t < 8; ++t) s.partial_d[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
 #pragma unroll
@@ -254,7 +189,7 @@ __device__ __forceinline__ void chain_finish(const ChainSmem& s, const ChainTile
     const float4 x = s.partial_o[partner][i][lane];
     O[t][0] += x.x, O[t][1] += x.y, O[t][2] += x.z, O[t][3] += x.w;
   }
-  finish_outputs_half<M, kh>(ct, lane, D, O);
+  finish_outputs<M>(ct, lane, D, O, 2 * kh, 2 * kh + 2);  // the warp's tokens [32 kh, +32)
   advance_state<M>(ct, lane, D, S, 64 * kh);
 }
 

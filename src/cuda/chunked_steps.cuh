@@ -509,22 +509,22 @@ struct ChainTiles {
   const float* rk;        // [C] 1 / ||k_t||
 };
 
-// D^T += S (-W)^T  and  O^T = (S Qc^T) diag(gamma rq) + D^T P^T, [V, C], warp's rows.
-template <class M>
-__device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
-                                              float (&D)[8][4], float (&O)[8][4]) {
-  const int q = lane & 3;
+// D^T += S (-W)^T and O^T = S Qc^T over key columns [col0, col0 + 8 kTiles), [V, C], the
+// warp's rows: all key columns in the fused kernel, one half (partial sums) in the split chain.
+template <class M, int kTiles>
+__device__ __forceinline__ void key_products(const ChainTiles& ct, int lane, const float (&S)[kTiles][4],
+                                             float (&D)[8][4], float (&O)[8][4], int col0) {
 #pragma unroll
   for (int t = 0; t < 8; ++t) O[t][0] = O[t][1] = O[t][2] = O[t][3] = 0.f;
 #pragma unroll
-  for (int ks = 0; ks < kK / 16; ++ks) {
+  for (int ks = 0; ks < kTiles / 2; ++ks) {
     uint32_t sh[4], sl[4];
     acc_to_a_split<M>(S, ks, sh, sl);
 #pragma unroll
     for (int np = 0; np < kC / 16; ++np) {
       uint32_t bw[4], bq[4];  // B[k][t] = -W[t][k], Qc[t][k]
-      ldsm_x4(bw, b_rows(ct.w_neg, kLdTok, 16 * ks, 16 * np, lane));
-      ldsm_x4(bq, b_rows(ct.q, kLdTok, 16 * ks, 16 * np, lane));
+      ldsm_x4(bw, b_rows(ct.w_neg, kLdTok, col0 + 16 * ks, 16 * np, lane));
+      ldsm_x4(bq, b_rows(ct.q, kLdTok, col0 + 16 * ks, 16 * np, lane));
       M::mma(D[2 * np], sh, bw[0], bw[1]);
       M::mma(D[2 * np], sl, bw[0], bw[1]);
       M::mma(D[2 * np + 1], sh, bw[2], bw[3]);
@@ -535,8 +535,17 @@ __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, co
       M::mma(O[2 * np + 1], sl, bq[2], bq[3]);
     }
   }
+}
+
+// O^T of token blocks [np0, np1) (16 tokens each; the S Qc^T sums complete): scaled by
+// gamma_t / ||q_t||, plus D^T P^T over those tokens (P lower triangular).
+template <class M>
+__device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, const float (&D)[8][4],
+                                               float (&O)[8][4], int np0, int np1) {
+  const int q = lane & 3;
 #pragma unroll
-  for (int t = 0; t < 8; ++t)
+  for (int t = 0; t < 8; ++t) {
+    if (t < 2 * np0 || t >= 2 * np1) continue;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int tok = 8 * t + 2 * q + e;
@@ -544,12 +553,15 @@ __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, co
       O[t][e] *= f;
       O[t][2 + e] *= f;
     }
+  }
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
+    if (ks >= np1) continue;
     uint32_t dh[4], dl[4];
     acc_to_a_split<M>(D, ks, dh, dl);
 #pragma unroll
     for (int np = ks; np < kC / 16; ++np) {  // P[t][t'] = 0 for t' > t
+      if (np < np0 || np >= np1) continue;
       uint32_t ph[4], pl[4];  // B[t'][t] = P[t][t']
       ldsm_x4(ph, b_rows(ct.p_hi, kLdCC, 16 * ks, 16 * np, lane));
       ldsm_x4(pl, b_rows(ct.p_lo, kLdCC, 16 * ks, 16 * np, lane));
@@ -561,6 +573,14 @@ __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, co
       M::mma(O[2 * np + 1], dh, pl[2], pl[3]);
     }
   }
+}
+
+// D^T += S (-W)^T  and  O^T = (S Qc^T) diag(gamma rq) + D^T P^T, [V, C], warp's rows.
+template <class M>
+__device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
+                                              float (&D)[8][4], float (&O)[8][4]) {
+  key_products<M>(ct, lane, S, D, O, 0);
+  finish_outputs<M>(ct, lane, D, O, 0, kC / 16);
 }
 
 // S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, the warp's rows and key columns
