@@ -21,6 +21,7 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -305,6 +306,8 @@ def main():
     ap.add_argument("--lib", default="build-cuda/lib/libgdn.so")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--commit", default=os.environ.get("GDN_COMMIT", "unknown"))
+    ap.add_argument("--cases", default="", help="regular expression: only the cases whose name matches")
+    ap.add_argument("--tag", default="", help="suffix of the results file name (variants of one run)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     gdn = gc.Gdn(args.lib)
@@ -318,15 +321,18 @@ def main():
     results["correctness"] = [correctness(gdn, fla_fn, 16, STATE_VK), correctness(gdn, fla_fn, 16, STATE_KV)]
     print(json.dumps(results["correctness"], indent=1), flush=True)
     for name, B, T, layout, sdtype, kw in decode_cases():
+        if args.cases and not re.search(args.cases, name):
+            continue
         try:
             r = run_case(gdn, fla_fn, name, B, T, layout, sdtype, **kw)
         except Exception as e:  # noqa: BLE001
             r = dict(name=name, ours_ms=None, peer_ms=None, ratio=None, timing="graph", error=repr(e)[:300])
         print(json.dumps(r), flush=True)
         results["cases"].append(r)
-    results["cases"].append(plain_case(gdn, fla_fn))
-    print(json.dumps(results["cases"][-1]), flush=True)
-    path = os.path.join(args.out, f"{results['date']}-h200-decode.json")
+    if not args.cases or re.search(args.cases, "decode-B1-vk-plain"):
+        results["cases"].append(plain_case(gdn, fla_fn))
+        print(json.dumps(results["cases"][-1]), flush=True)
+    path = os.path.join(args.out, f"{results['date']}-h200-decode{args.tag}.json")
     with open(path, "w") as f:
         json.dump(results, f, indent=1)
     print(f"\nresults: {path}")

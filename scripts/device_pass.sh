@@ -58,6 +58,7 @@ export GDN_COMMIT=$COMMIT
 # the peer and its dependency, for every benchmark and check that compares with it
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
   > "$WORK/pip-peer.log" 2>&1 && note "peer: fla-core installed" || note "peer: fla-core did NOT install"
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}  # every phase that compares with the peer
 
 # ---- python package build, in the background (CPU work beside the GPU tests)
 if has python; then

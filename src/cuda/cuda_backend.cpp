@@ -78,16 +78,17 @@ gdn_status check_alignment(const Problem& p) {
   return GDN_STATUS_SUCCESS;
 }
 
-// Whether the recurrent kernel holds a bf16 state as stored (half the registers): when every
-// sequence has at most one token (dense T = 1) and a kernel of that form covers (K, V).
-bool raw_state(const Problem& p) {
-  return state_dtype(p) == GDN_DTYPE_BF16 && !p.packed && p.T <= 1 &&
-         cuda::decode_tile_valid(p.state_layout == GDN_STATE_KV, int(p.K), int(p.V), 2, true);
+// Whether every sequence has at most one token (dense, T <= 1: decode) and a one-token kernel
+// covers (K, V): no token loop, and a bf16 state held as stored (half the registers).
+bool one_token(const Problem& p) {
+  return !p.packed && p.T <= 1 &&
+         cuda::decode_tile_valid(p.state_layout == GDN_STATE_KV, int(p.K), int(p.V),
+                                 int(dtype_size(state_dtype(p))), true);
 }
 
 // State rows (vk) or columns (kv) of V per CTA of the recurrent kernel; 0: K not built.
 int decode_per_cta(const Problem& p) {
-  return cuda::decode_per_cta(p.state_layout == GDN_STATE_KV, int(p.K), int(dtype_size(state_dtype(p))), raw_state(p));
+  return cuda::decode_per_cta(p.state_layout == GDN_STATE_KV, int(p.K), int(dtype_size(state_dtype(p))), one_token(p));
 }
 
 DecodeParams make_params(const Problem& p) {
@@ -227,14 +228,14 @@ gdn_status cuda_forward(const Problem& p) {
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   const bool kv = p.state_layout == GDN_STATE_KV;
-  const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16, raw = raw_state(p);
+  const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16, one = one_token(p);
   cudaError_t e;
   if (kv)
-    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, raw, stream)
-             : cuda::launch_decode<true, float>(d, raw, stream);
+    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, one, stream)
+             : cuda::launch_decode<true, float>(d, one, stream);
   else
-    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, raw, stream)
-             : cuda::launch_decode<false, float>(d, raw, stream);
+    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, one, stream)
+             : cuda::launch_decode<false, float>(d, one, stream);
   if (e != cudaSuccess) return device_error(e, "launching the recurrent kernel");
   return GDN_STATUS_SUCCESS;
 }

@@ -166,6 +166,8 @@ template <> struct StateChunk<Bf16> {
 };
 
 // Streaming 16-byte load and store of a state chunk.
+// (Measured, v4: plain loads and stores instead, or either alone, were no faster overall: +1.5%
+// at B = 1024, 1 to 3% slower at B = 16 and 64.)
 template <class S>
 __device__ __forceinline__ uint4 load_chunk(const S* src) {
   return __ldcs(reinterpret_cast<const uint4*>(src));

@@ -5,7 +5,7 @@
 // x RG row groups and the 4 warps split K: row(i) = warp RG R + rg + i RG, so each of a warp's
 // R loads reads RG rows of LC x 16 contiguous bytes. The chunks are loaded once into registers
 // (all in flight before any is used), carried through the sequence's tokens (HeldState: in
-// f32, or a bf16 state of one token as stored, Raw) and stored once. The sums over k are per-thread sums over its rows, then shuffles over the warp's row
+// f32, or, One (dense, T <= 1), a bf16 state as stored) and stored once. The sums over k are per-thread sums over its rows, then shuffles over the warp's row
 // groups, then shared memory over the warps. Per token and column:
 //   a = (S^T k)_v,  b = (S^T q)_v               (S is K x V here)
 //   delta_v = beta (v_v - alpha a)
@@ -20,11 +20,11 @@
 
 namespace gdn::cuda {
 
-template <int K, class S, bool Raw>
-__global__ void __launch_bounds__(decode_threads(true), decode_min_ctas_per_sm(true, Raw))
+template <int K, class S, bool One>
+__global__ void __launch_bounds__(decode_threads(true), decode_min_ctas_per_sm(true, One, int(sizeof(S))))
 decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
-  using Tile = DecodeTile<true, K, int(sizeof(S)), Raw>;
+  using Tile = DecodeTile<true, K, int(sizeof(S)), One>;
   constexpr int W = Tile::W, R = Tile::R, RG = Tile::RG, LC = Tile::LC, BV = Tile::kKvCols;
   constexpr int NW = Tile::kWarps;
   constexpr int NR = 3 + 2 * W;               // values summed per token: q.q, k.k, k.q, a[W], b[W]
@@ -58,7 +58,7 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   }
 
   // S(n, h) rows -> registers: all R loads issued before any is used
-  HeldState<S, R, Raw> s;
+  HeldState<S, R, Tile::kRaw> s;
   load_initial_state(s, p, seq.slot, h, c0, row);
 
 #pragma unroll 1

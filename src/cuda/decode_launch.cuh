@@ -8,32 +8,34 @@
 
 namespace gdn::cuda {
 
-template <bool KV, int K, class S, bool Raw>
+template <bool KV, int K, class S, bool One>
 cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
-  if constexpr (DecodeTile<KV, K, int(sizeof(S)), Raw>::compiles) {
+  if constexpr (DecodeTile<KV, K, int(sizeof(S)), One>::compiles) {
     const dim3 grid(unsigned(p.N * p.Hv * p.slices));
     if constexpr (KV)
-      decode_kv_kernel<K, S, Raw><<<grid, decode_threads(true), 0, stream>>>(p);
+      decode_kv_kernel<K, S, One><<<grid, decode_threads(true), 0, stream>>>(p);
     else
-      decode_vk_kernel<K, S, Raw><<<grid, decode_threads(false), 0, stream>>>(p);
+      decode_vk_kernel<K, S, One><<<grid, decode_threads(false), 0, stream>>>(p);
     return cudaGetLastError();
   } else {
     return cudaErrorInvalidConfiguration;
   }
 }
 
+// One token per sequence: a kernel without the token loop where it differs from the general
+// one (vk; a bf16 state, held as stored); kv with an f32 state would compile to the same tile.
 template <bool KV, int K, class S>
-cudaError_t launch_k(const DecodeParams& p, bool raw, cudaStream_t stream) {
-  if constexpr (sizeof(S) == 2)  // a bf16 state: held as stored, or in f32
-    if (raw) return launch_tile<KV, K, S, true>(p, stream);
+cudaError_t launch_k(const DecodeParams& p, bool one, cudaStream_t stream) {
+  if constexpr (sizeof(S) == 2 || !KV)
+    if (one) return launch_tile<KV, K, S, true>(p, stream);
   return launch_tile<KV, K, S, false>(p, stream);
 }
 
 template <bool KV, class S>
-cudaError_t launch_decode(const DecodeParams& p, bool raw, cudaStream_t stream) {
+cudaError_t launch_decode(const DecodeParams& p, bool one, cudaStream_t stream) {
   switch (p.K) {
-    case 64: return launch_k<KV, 64, S>(p, raw, stream);
-    case 128: return launch_k<KV, 128, S>(p, raw, stream);
+    case 64: return launch_k<KV, 64, S>(p, one, stream);
+    case 128: return launch_k<KV, 128, S>(p, one, stream);
     default: return cudaErrorInvalidConfiguration;
   }
 }

@@ -10,10 +10,10 @@
 namespace gdn::cuda {
 
 // Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
-// of decode_threads(KV) threads. S: float or Bf16; raw: a bf16 state held as stored (at most one
-// token per sequence; decode_tile.h).
+// of decode_threads(KV) threads. S: float or Bf16; one: every sequence has at most one token
+// (dense, T <= 1; decode_tile.h).
 template <bool KV, class S>
-cudaError_t launch_decode(const DecodeParams& p, bool raw, cudaStream_t stream);
+cudaError_t launch_decode(const DecodeParams& p, bool one, cudaStream_t stream);
 
 extern template cudaError_t launch_decode<false, float>(const DecodeParams&, bool, cudaStream_t);
 extern template cudaError_t launch_decode<false, Bf16>(const DecodeParams&, bool, cudaStream_t);

@@ -32,11 +32,13 @@ constexpr int kStateFloats = 32;  // state values a thread holds, in f32
 
 constexpr int ilog2(int x) { return x <= 1 ? 0 : 1 + ilog2(x / 2); }
 
-// Raw: a bf16 state held as stored (HeldState, decode_common.cuh): 4 registers a chunk, not 8.
-template <bool KV, int K, int StateBytes, bool Raw = false>
+// One: every sequence has at most one token (dense, T <= 1); a bf16 state is then held as
+// stored (HeldState, decode_common.cuh): 4 registers a chunk, not 8.
+template <bool KV, int K, int StateBytes, bool One = false>
 struct DecodeTile {
   static constexpr int W = 16 / StateBytes;      // elements per 16-byte chunk
-  static constexpr int R = kStateFloats / (Raw ? 4 : W);  // chunks (rows) per thread
+  static constexpr bool kRaw = One && StateBytes == 2;    // held as stored
+  static constexpr int R = kStateFloats / (kRaw ? 4 : W);  // chunks (rows) per thread
   // vk
   static constexpr int L = K / W;                // lanes per row
   static constexpr int G = 32 / L;               // row groups per warp
@@ -55,41 +57,47 @@ struct DecodeTile {
           : (L <= 32 && 32 % L == 0 && 2 * R <= L));  // vk: the 2R row sums fit one row's lanes
 };
 
-template <bool KV, int K, int StateBytes, bool Raw>
+template <bool KV, int K, int StateBytes, bool One>
 constexpr int per_cta_if_built() {
-  using T = DecodeTile<KV, K, StateBytes, Raw>;
+  using T = DecodeTile<KV, K, StateBytes, One>;
   return T::compiles ? T::per_cta : 0;
 }
 
-template <int K, int StateBytes, bool Raw>
+template <int K, int StateBytes, bool One>
 constexpr int per_cta_of(bool kv) {
-  return kv ? per_cta_if_built<true, K, StateBytes, Raw>() : per_cta_if_built<false, K, StateBytes, Raw>();
+  return kv ? per_cta_if_built<true, K, StateBytes, One>() : per_cta_if_built<false, K, StateBytes, One>();
 }
 
-// Columns (kv) or rows (vk) of V one CTA covers; 0 when no kernel is built for K. Raw only
-// for a bf16 state (an f32 one is always held as stored).
-constexpr int decode_per_cta(bool kv, int K, int state_bytes, bool raw = false) {
-  if (raw && state_bytes != 2) return 0;
-  if (K == 64)
-    return state_bytes == 4 ? per_cta_of<64, 4, false>(kv) : raw ? per_cta_of<64, 2, true>(kv) : per_cta_of<64, 2, false>(kv);
-  if (K == 128)
-    return state_bytes == 4 ? per_cta_of<128, 4, false>(kv) : raw ? per_cta_of<128, 2, true>(kv) : per_cta_of<128, 2, false>(kv);
+template <int K>
+constexpr int per_cta_of_k(bool kv, int state_bytes, bool one) {
+  if (state_bytes == 4) return one ? per_cta_of<K, 4, true>(kv) : per_cta_of<K, 4, false>(kv);
+  return one ? per_cta_of<K, 2, true>(kv) : per_cta_of<K, 2, false>(kv);
+}
+
+// Columns (kv) or rows (vk) of V one CTA covers; 0 when no kernel is built for K.
+constexpr int decode_per_cta(bool kv, int K, int state_bytes, bool one = false) {
+  if (K == 64) return per_cta_of_k<64>(kv, state_bytes, one);
+  if (K == 128) return per_cta_of_k<128>(kv, state_bytes, one);
   return 0;
 }
 
 // Whether a kernel covers (K, V): built for K, V a whole number of CTA slices.
-constexpr bool decode_tile_valid(bool kv, int K, int V, int state_bytes, bool raw = false) {
-  const int per_cta = decode_per_cta(kv, K, state_bytes, raw);
+constexpr bool decode_tile_valid(bool kv, int K, int V, int state_bytes, bool one = false) {
+  const int per_cta = decode_per_cta(kv, K, state_bytes, one);
   return per_cta > 0 && V >= per_cta && V % per_cta == 0;
 }
 
 // CTAs per multiprocessor the register budget must allow (__launch_bounds__' second argument):
 // kv 6 CTAs of 128 threads, vk 24 of 32: at most 80 registers a thread, so a multiprocessor
 // holds 96 KiB of f32 state in flight, what the lab's fastest variants kept (96 to 144 KiB all
-// measured alike); a raw bf16 state, 4 x 128 or 16 x 32 threads: 128 registers (at 80 or 96
-// its wider unconverted chunks spilled 60 to 316 bytes), 64 KiB in flight. ptxas -v, nvcc 13.0.
-constexpr int decode_min_ctas_per_sm(bool kv, bool raw) {
-  return kv ? (raw ? 4 : 6) : (raw ? 16 : 24);
+// measured alike). The one-token f32 vk kernel fits 64 registers (32 CTAs) but measured 1.5 to
+// 2% slower at B >= 256 that way, and 16 or 20 CTAs no faster than 24 (NOTES.md, v4). A raw
+// bf16 state (one token), 4 x 128 or 16 x 32 threads: 128 registers (at 80 or 96 its wider
+// unconverted chunks spilled 60 to 316 bytes), 64 KiB in flight. ptxas -v, nvcc 13.0.
+constexpr int decode_min_ctas_per_sm(bool kv, bool one, int state_bytes) {
+  const bool raw = one && state_bytes == 2;
+  if (kv) return raw ? 4 : 6;
+  return raw ? 16 : 24;
 }
 
 }  // namespace gdn::cuda

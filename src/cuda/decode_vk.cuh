@@ -5,8 +5,9 @@
 // (one 16-byte chunk); a warp holds G row groups; a thread holds R rows of its group,
 // row(r) = first + grp + r G, so each of a warp's R loads reads G whole consecutive rows.
 // The rows are loaded once into registers (all in flight before any is used), carried through
-// the sequence's tokens (HeldState: in f32, or a bf16 state of one token as stored, Raw) and
-// stored once. Per token:
+// the sequence's tokens (HeldState: in f32, or a bf16 state of one token as stored) and stored
+// once. One: every sequence has at most one token (a dense batch, T <= 1: decode), so there is
+// no token loop and no loop-carried bookkeeping. Per token:
 //   a_v = S_v . k,  b_v = S_v . q               (2R sums over the L lanes: transposed shuffles;
 //                                                afterwards lane slot i < R holds a of row i,
 //                                                R + i holds b of row i)
@@ -21,11 +22,11 @@
 
 namespace gdn::cuda {
 
-template <int K, class S, bool Raw>
-__global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, Raw))
+template <int K, class S, bool One>
+__global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, One, int(sizeof(S))))
 decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
-  using Tile = DecodeTile<false, K, int(sizeof(S)), Raw>;
+  using Tile = DecodeTile<false, K, int(sizeof(S)), One>;
   constexpr int W = Tile::W, R = Tile::R, L = Tile::L, G = Tile::G;
   constexpr int C = 2 * R;                      // sums per token: a and b of each row
   constexpr int SH = ilog2(L) - ilog2(C);       // lane position c holds sum c >> SH
@@ -58,7 +59,15 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
     in.v = load_bits(p.v.p, p.v.dtype, token_offset(p.v, n, tok, h) + my_row);
     in.gate.load(p, n, tok, h);
   };
-  // dense: the first token's inputs do not depend on index contents; their loads go out first
+  // S(n, h) rows -> registers, all R loads issued before any is used. The slot depends on
+  // state_indices[n] alone, so these loads (the bulk of the bytes) go out first, before the
+  // inputs' and before the cu_seqlens and snapshot checks; nothing is written unless they pass.
+  HeldState<S, R, Tile::kRaw> s;
+  {
+    int64_t slot;
+    if (state_slot(p, n, slot) && slot >= 0) load_initial_state(s, p, slot, h, c0, row);
+  }
+  // dense: the first token's inputs do not depend on index contents; their loads go out next
   const bool early = !p.cu_seqlens && p.T > 0;
   if (early) issue(0);
 
@@ -71,12 +80,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
     return;
   }
 
-  // S(n, h) rows -> registers: all R loads issued before any is used
-  HeldState<S, R, Raw> s;
-  load_initial_state(s, p, seq.slot, h, c0, row);
-
-#pragma unroll 1
-  for (int64_t t = 0; t < seq.len; ++t) {
+  auto step = [&](int64_t t) {
     const int64_t tok = seq.bos + t;
     if (t > 0 || !early) issue(tok);
     float q[W], k[W];
@@ -131,6 +135,12 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 
     int64_t snap_row;
     if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row);
+  };
+  if constexpr (One) {
+    if (seq.len > 0) step(0);
+  } else {
+#pragma unroll 1
+    for (int64_t t = 0; t < seq.len; ++t) step(t);
   }
 
   // the final state (may be the initial state's memory: each chunk is this thread's alone);

@@ -22,6 +22,16 @@ __device__ __forceinline__ int64_t cu_seqlen_at(const Params& p, int64_t i) {
                           : static_cast<const int32_t*>(p.cu_seqlens)[i];
 }
 
+// Sequence n's state slot alone: n (dense) or state_indices[n] (pool; -1: padding), and whether
+// it is in [-1, P). A kernel may start reading the state before resolve_span checks the rest.
+template <class Params>
+__device__ __forceinline__ bool state_slot(const Params& p, int64_t n, int64_t& slot) {
+  slot = n;
+  if (!p.state_indices) return true;
+  slot = p.state_indices[n * p.state_indices_stride];
+  return slot >= -1 && slot < p.pool_slots;
+}
+
 // Sequence n's tokens and state slot. Checks cu_seqlens[n], cu_seqlens[n + 1] (start 0,
 // non-decreasing, within T_total) and state_indices[n] in [-1, P); returns the
 // GDN_ERROR_FLAG_* bits of the invalid ones (0: valid).
@@ -37,12 +47,7 @@ __device__ __forceinline__ uint32_t resolve_span(const Params& p, int64_t n, Seq
     s.bos = 0;
     s.len = p.T;
   }
-  s.slot = n;
-  if (p.state_indices) {
-    const int32_t slot = p.state_indices[n * p.state_indices_stride];
-    if (slot < -1 || slot >= p.pool_slots) bad |= GDN_ERROR_FLAG_STATE_INDICES;
-    s.slot = slot;
-  }
+  if (!state_slot(p, n, s.slot)) bad |= GDN_ERROR_FLAG_STATE_INDICES;
   return bad;
 }
 
