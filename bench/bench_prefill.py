@@ -209,8 +209,9 @@ def main():
     ap.add_argument("--rep", type=int, default=60, help="do_bench rep (ms)")
     ap.add_argument("--no-peer", action="store_true", help="time ours only (e.g. under a profiler)")
     ap.add_argument("--crossover", action="store_true", help="also time path recurrent vs chunked at short T")
-    ap.add_argument("--forms", default="", help="also time these forms of ours, e.g. fused,split,split:1 "
-                    "(GDN_CHUNKED_FORM[:GDN_CHUNKED_SEGMENTS]; ours_ms is the library's own choice)")
+    ap.add_argument("--forms", default="", help="also time these forms of ours, e.g. fused,split,split:1,split:1:0 "
+                    "(GDN_CHUNKED_FORM[:GDN_CHUNKED_SEGMENTS[:GDN_CHUNKED_WINDOWS]]; ours_ms is the library's "
+                    "own choice)")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
@@ -263,9 +264,12 @@ def main():
             row["ours_ms"] = triton.testing.do_bench(ours, warmup=10, rep=args.rep, return_mode="median")
             row["tokens_per_s"] = sum(lengths) / (row["ours_ms"] * 1e-3)
             for form in filter(None, args.forms.split(",")):
-                os.environ["GDN_CHUNKED_FORM"], _, segments = form.partition(":")
+                os.environ["GDN_CHUNKED_FORM"], _, rest = form.partition(":")
+                segments, _, windows = rest.partition(":")
                 if segments:
                     os.environ["GDN_CHUNKED_SEGMENTS"] = segments
+                if windows:
+                    os.environ["GDN_CHUNKED_WINDOWS"] = windows
                 try:
                     af = ours_args(lib, x, packed)
                     x["o"].fill_(float("nan"))
@@ -278,6 +282,7 @@ def main():
                 finally:
                     os.environ.pop("GDN_CHUNKED_FORM", None)
                     os.environ.pop("GDN_CHUNKED_SEGMENTS", None)
+                    os.environ.pop("GDN_CHUNKED_WINDOWS", None)
             row["peer_ms"] = None
             if fla_fn is not None:
                 peer = peer_call(fla_fn, x, packed)

@@ -1,13 +1,20 @@
 // The chunked prefill kernels for bf16 q, k, v (bf16 tensor-core products, f32 accumulation): the
-// fused kernel and the split pair.
+// fused kernel and the split form's kernels.
 #include "cuda/chunked_fused.cuh"
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_split.cuh"
 
 namespace gdn::cuda::chunked {
 
-cudaError_t launch_chunked_bf16(const ChunkParams& p, bool split, cudaStream_t stream) {
-  return split ? launch_chunked_split<MmaBf16>(p, stream) : launch_chunked<MmaBf16>(p, stream);
+const ChunkedLaunchers& chunked_launchers_bf16() {
+  static const ChunkedLaunchers launchers{
+      [](const ChunkParams& p, cudaStream_t s) { return launch_chunked<MmaBf16>(p, s); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_chunked_split<MmaBf16>(p, s); },
+      [] { return set_split_smem_limits<MmaBf16>(); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_prepare<MmaBf16>(p, s); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_window_chain<MmaBf16>(p, s); },
+  };
+  return launchers;
 }
 
 }  // namespace gdn::cuda::chunked

@@ -1,13 +1,20 @@
 // The chunked prefill kernels for f16 q, k, v (f16 tensor-core products, f32 accumulation): the
-// fused kernel and the split pair.
+// fused kernel and the split form's kernels.
 #include "cuda/chunked_fused.cuh"
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_split.cuh"
 
 namespace gdn::cuda::chunked {
 
-cudaError_t launch_chunked_f16(const ChunkParams& p, bool split, cudaStream_t stream) {
-  return split ? launch_chunked_split<MmaF16>(p, stream) : launch_chunked<MmaF16>(p, stream);
+const ChunkedLaunchers& chunked_launchers_f16() {
+  static const ChunkedLaunchers launchers{
+      [](const ChunkParams& p, cudaStream_t s) { return launch_chunked<MmaF16>(p, s); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_chunked_split<MmaF16>(p, s); },
+      [] { return set_split_smem_limits<MmaF16>(); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_prepare<MmaF16>(p, s); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_window_chain<MmaF16>(p, s); },
+  };
+  return launchers;
 }
 
 }  // namespace gdn::cuda::chunked

@@ -18,6 +18,7 @@
 #include "cuda/chunked_params.h"
 #include "cuda/chunked_tile.h"
 #include "cuda/host_common.h"
+#include "cuda/side_stream.h"
 
 namespace gdn {
 namespace {
@@ -71,47 +72,127 @@ bool split_form_fits(const Problem& p) {
   return p.Hv <= 65535 && chunk_slots(p) <= INT_MAX && p.N * p.Hv * ck::kVSplit <= INT_MAX;
 }
 
-// How the chunked path runs p (chunked_tile.h): the form, the sequence split and the
-// workspace they need, decided once for the workspace query and the call alike.
-//  - form: split_form_pays() on the device's SM count and a workspace within
-//    kMaxSplitWorkspaceBytes, unless the environment variable GDN_CHUNKED_FORM is `fused` or
-//    `split` (the tests and benchmarks run every form through it);
+// How the chunked path runs p (chunked_tile.h): the form, the sequence split or the windows,
+// and the workspace they need, decided once for the workspace query and the call alike.
+//  - form: split_form_pays() on the device's SM count, unless the environment variable
+//    GDN_CHUNKED_FORM is `fused` or `split` (the tests and benchmarks run every form through it);
 //  - sequence split: dense batches only (a packed batch's lengths are in device memory),
-//    plan_segments(), or GDN_CHUNKED_SEGMENTS=M segments.
+//    plan_segments(), or GDN_CHUNKED_SEGMENTS=M segments; dropped if its workspace would pass
+//    kMaxSegmentedWorkspaceBytes;
+//  - windows: dense batches without a sequence split, plan_windows(), or GDN_CHUNKED_WINDOWS=W
+//    chunks a window (0: none);
+//  - a split form whose workspace would still pass kMaxSplitWorkspaceBytes runs fused instead,
+//    unless GDN_CHUNKED_FORM=split.
 struct ChunkedPlan {
   bool split = false;
   ck::SegmentPlan segments{1, 0};
-  size_t prepared_bytes = 0;   // the prepared chunks, at the workspace's start
-  size_t workspace_bytes = 0;  // and the segment states after them
+  ck::WindowPlan windows;
+  size_t prepared_bytes = 0;   // the prepared chunks (with windows: one window buffer), first
+  size_t workspace_bytes = 0;  // and the segment or window states after them
 };
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoll(v) : fallback;
+}
 
 ChunkedPlan plan_call(const Problem& p) {
   ChunkedPlan plan;
   if (!split_form_fits(p)) return plan;
   const int sms = sm_count(p.device_id);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
+  const int64_t chain_ctas = p.N * p.Hv * ck::kVSplit;
+  const size_t chunk_bytes = sizeof(ck::PreparedChunk);
+  const size_t state_bytes = size_t(p.V) * size_t(p.K) * sizeof(float);
   plan.segments = ck::SegmentPlan{1, chunks};
+  plan.prepared_bytes = size_t(chunk_slots(p)) * size_t(p.Hv) * chunk_bytes;
   if (!p.packed) {
-    int forced = 0;
-    if (const char* m = std::getenv("GDN_CHUNKED_SEGMENTS")) forced = std::atoi(m);
-    const ck::SegmentPlan s = ck::plan_segments(chunks, p.N * p.Hv * ck::kVSplit, sms, forced);
-    const int64_t pass1 = p.N * p.Hv * ck::kVSplit * ck::pass1_runs(s.segments);
+    const ck::SegmentPlan s = ck::plan_segments(chunks, chain_ctas, sms, int(env_int("GDN_CHUNKED_SEGMENTS", 0)));
+    const int64_t pass1 = chain_ctas * ck::pass1_runs(s.segments);
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
-    if (pass1 <= INT_MAX && combine <= INT_MAX) plan.segments = s;
+    const size_t states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes;
+    if (s.segments > 1 && pass1 <= INT_MAX && combine <= INT_MAX &&
+        plan.prepared_bytes + states <= ck::kMaxSegmentedWorkspaceBytes) {
+      plan.segments = s;
+      plan.workspace_bytes = plan.prepared_bytes + states;
+    } else {
+      const int64_t forced = env_int("GDN_CHUNKED_WINDOWS", -1);
+      const size_t all_heads = size_t(p.N) * size_t(p.Hv) * chunk_bytes;
+      if (forced < 0) {
+        plan.windows = ck::plan_windows(chunks, chain_ctas, sms, all_heads, size_t(p.N) * size_t(p.Hv) * state_bytes);
+      } else if (forced > 0 && chunks > 0) {
+        plan.windows.window_chunks = forced;
+        plan.windows.windows = (chunks + forced - 1) / forced;
+        plan.windows.overlap = sms > 0 && 2 * chain_ctas <= sms;
+      }
+      if (plan.windows.window_chunks > 0) {
+        plan.prepared_bytes = size_t(plan.windows.window_chunks) * all_heads;
+        plan.workspace_bytes = ck::kWindowBuffers * plan.prepared_bytes + size_t(p.N) * size_t(p.Hv) * state_bytes;
+      }
+    }
   }
-  plan.prepared_bytes = size_t(chunk_slots(p)) * size_t(p.Hv) * sizeof(ck::PreparedChunk);
-  const size_t states = plan.segments.segments > 1 ? size_t(p.N) * size_t(plan.segments.segments) * size_t(p.Hv) *
-                                                         ck::kSegStates * size_t(p.V) * size_t(p.K) * sizeof(float)
-                                                   : 0;
-  plan.workspace_bytes = plan.prepared_bytes + states;
+  if (plan.workspace_bytes == 0) plan.workspace_bytes = plan.prepared_bytes;
 
-  plan.split = ck::split_form_pays(p.N * p.Hv, sms) && plan.workspace_bytes <= ck::kMaxSplitWorkspaceBytes;
+  const size_t cap = plan.segments.segments > 1 ? ck::kMaxSegmentedWorkspaceBytes : ck::kMaxSplitWorkspaceBytes;
+  plan.split = ck::split_form_pays(p.N * p.Hv, sms) && plan.workspace_bytes <= cap;
   if (const char* form = std::getenv("GDN_CHUNKED_FORM")) {
     if (std::strcmp(form, "split") == 0) plan.split = true;
     if (std::strcmp(form, "fused") == 0) plan.split = false;
   }
   if (!plan.split) plan.workspace_bytes = 0;
   return plan;
+}
+
+// The windows of a split call (chunked_tile.h), each its preparation then its chain. Overlapped
+// (plan.windows.overlap, and the caller's stream not being captured): the chains run on the
+// device's side stream (greatest priority) beside the next window's preparation on the caller's
+// stream, ordered by events: chain(w) after prepare(w); prepare(w + 2) after chain(w), whose
+// buffer it reuses; the caller's stream waits for the last chain before anything after the call.
+cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParams& base_in, const ChunkedPlan& plan,
+                        unsigned char* workspace, cudaStream_t stream, int device) {
+  ck::ChunkParams base = base_in;
+  const int64_t wc = plan.windows.window_chunks, windows = plan.windows.windows;
+  base.window_chunks = wc;
+  base.chunk_slots = base.N * wc;
+  base.seg_pass = ck::kPassWindow;
+  base.window_state = reinterpret_cast<float*>(workspace + ck::kWindowBuffers * plan.prepared_bytes);
+  const auto window = [&](int64_t w) {
+    ck::ChunkParams p = base;
+    p.window_begin = w * wc;
+    p.prepared = workspace + (w % ck::kWindowBuffers) * plan.prepared_bytes;
+    return p;
+  };
+  cudaError_t e = launch.split_limits();
+  if (e != cudaSuccess) return e;
+
+  cuda::SideStreamLease side;
+  if (plan.windows.overlap && windows > 1 && !cuda::stream_is_capturing(stream))
+    side = cuda::lease_side_stream(device, size_t(2 * windows + 1));
+  if (!side.ok()) {
+    for (int64_t w = 0; w < windows && e == cudaSuccess; ++w) {
+      e = launch.prepare(window(w), stream);
+      if (e == cudaSuccess) e = launch.window_chain(window(w), stream);
+    }
+    return e;
+  }
+  const cudaStream_t chain_stream = side.stream;
+  const cudaEvent_t fork = side.events[0];
+  const auto prepared = [&](int64_t w) { return side.events[1 + 2 * w]; };
+  const auto chained = [&](int64_t w) { return side.events[2 + 2 * w]; };
+  const auto ok = [&](cudaError_t r) { return (e = r) == cudaSuccess; };
+  if (!ok(cudaEventRecord(fork, stream)) || !ok(cudaStreamWaitEvent(chain_stream, fork, 0))) return e;
+  if (!ok(launch.prepare(window(0), stream)) || !ok(cudaEventRecord(prepared(0), stream))) return e;
+  for (int64_t w = 0; w < windows; ++w) {
+    if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(launch.window_chain(window(w), chain_stream)) ||
+        !ok(cudaEventRecord(chained(w), chain_stream)))
+      return e;
+    if (w + 1 < windows) {
+      if (w + 1 >= ck::kWindowBuffers && !ok(cudaStreamWaitEvent(stream, chained(w + 1 - ck::kWindowBuffers), 0)))
+        return e;
+      if (!ok(launch.prepare(window(w + 1), stream)) || !ok(cudaEventRecord(prepared(w + 1), stream))) return e;
+    }
+  }
+  return cudaStreamWaitEvent(stream, chained(windows - 1), 0);
 }
 
 ck::ChunkParams make_params(const Problem& p) {
@@ -187,8 +268,15 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const DeviceScope scope(p.device_id);
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  const cudaError_t e = p.input_dtype == GDN_DTYPE_F16 ? ck::launch_chunked_f16(c, split, stream)
-                                                       : ck::launch_chunked_bf16(c, split, stream);
+  const ck::ChunkedLaunchers& launch =
+      p.input_dtype == GDN_DTYPE_F16 ? ck::chunked_launchers_f16() : ck::chunked_launchers_bf16();
+  cudaError_t e;
+  if (!split)
+    e = launch.fused(c, stream);
+  else if (plan.windows.window_chunks > 0)
+    e = run_windows(launch, c, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id);
+  else
+    e = launch.split(c, stream);
   if (e != cudaSuccess) return device_error(e, split ? "launching the chunked prepare and chain kernels"
                                                      : "launching the chunked kernel");
   return GDN_STATUS_SUCCESS;

@@ -1,7 +1,6 @@
-// Launchers of the chunked prefill kernels, one per input dtype (chunked_bf16.cu,
-// chunked_f16.cu). They set the kernels' shared-memory limits, launch the fused kernel (one CTA
-// per (sequence, value head)) or, with `split`, the prepare and chain kernels (p.prepared: the
-// workspace) on `stream`, and return the launch's status; they allocate and synchronise nothing.
+// Launchers of the chunked prefill kernels, one table per input dtype (chunked_bf16.cu,
+// chunked_f16.cu). Each launches on `stream` and returns the launch's status; none allocates
+// or synchronises. chunked_host.cpp decides which run (the plan) and in what order.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,7 +9,19 @@
 
 namespace gdn::cuda::chunked {
 
-cudaError_t launch_chunked_bf16(const ChunkParams& p, bool split, cudaStream_t stream);
-cudaError_t launch_chunked_f16(const ChunkParams& p, bool split, cudaStream_t stream);
+struct ChunkedLaunchers {
+  // the fused kernel: one CTA per (sequence, value head)
+  cudaError_t (*fused)(const ChunkParams& p, cudaStream_t stream);
+  // the split form: prepare, then the chain (and the sequence split's passes when p.segments > 1)
+  cudaError_t (*split)(const ChunkParams& p, cudaStream_t stream);
+  // windows: the split kernels' shared-memory limits (once per call), then per window its
+  // preparation and its chain (p.window_begin, p.window_chunks, p.seg_pass = kPassWindow)
+  cudaError_t (*split_limits)();
+  cudaError_t (*prepare)(const ChunkParams& p, cudaStream_t stream);
+  cudaError_t (*window_chain)(const ChunkParams& p, cudaStream_t stream);
+};
+
+const ChunkedLaunchers& chunked_launchers_bf16();
+const ChunkedLaunchers& chunked_launchers_f16();
 
 }  // namespace gdn::cuda::chunked

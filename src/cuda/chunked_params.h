@@ -24,6 +24,16 @@ struct ChunkParams : BatchParams {
   int32_t seg_pass = 0;         // chain pass: 0 whole sequences, 1 segment runs, 2 segments again
   int64_t seg_chunks = 0;       // chunks per segment
   float* seg_states = nullptr;  // workspace: [N, segments, Hv, 3 (R, A, S_start), V, K] f32
+  // windows (dense batches, the split form without a sequence split; chunked_tile.h): one
+  // prepare and one chain launch (seg_pass kPassWindow) per window of chunks
+  // [window_begin, window_begin + window_chunks) of every sequence; `prepared` then holds that
+  // window's chunks only, sequence n's chunk c at slot n window_chunks + c - window_begin
+  int64_t window_begin = 0;
+  int64_t window_chunks = 0;      // 0: no windows
+  float* window_state = nullptr;  // workspace: [N, Hv, V, K] f32, the state between windows
 };
+
+// ChunkParams::seg_pass of a window's chain launch.
+inline constexpr int32_t kPassWindow = 3;
 
 }  // namespace gdn::cuda::chunked

@@ -21,6 +21,11 @@ namespace gdn::cuda::chunked {
 // sequences' slots. Packed: the CTA's threads test every valid sequence against the slot (a
 // binary search would trust cu_seqlens to be sorted before anything has checked it).
 __device__ __forceinline__ bool slot_owner(const ChunkParams& p, int64_t slot, int64_t& n, int64_t& c) {
+  if (!p.cu_seqlens && p.window_chunks > 0) {  // a window's chunks of every sequence
+    n = slot / p.window_chunks;
+    c = p.window_begin + slot % p.window_chunks;
+    return c < p.chunks_per_seq;
+  }
   if (!p.cu_seqlens) {
     n = slot / p.chunks_per_seq;
     c = slot % p.chunks_per_seq;
@@ -43,9 +48,10 @@ __device__ __forceinline__ bool slot_owner(const ChunkParams& p, int64_t slot, i
   return true;
 }
 
-// chunk_slots() in chunked_tile.h: sequence n's chunk c.
+// chunk_slots() in chunked_tile.h: sequence n's chunk c (in a window: of the window's slots).
 __device__ __forceinline__ int64_t chunk_slot(const ChunkParams& p, int64_t n, const Sequence& sq, int64_t c) {
-  return p.cu_seqlens ? sq.bos / kC + n + c : n * p.chunks_per_seq + c;
+  if (p.cu_seqlens) return sq.bos / kC + n + c;
+  return p.window_chunks > 0 ? n * p.window_chunks + (c - p.window_begin) : n * p.chunks_per_seq + c;
 }
 
 // ---- prepare
@@ -215,7 +221,8 @@ __device__ __forceinline__ void load_u(const PreparedChunk& pc, int row0, int la
   for (int t = 0; t < 8; ++t) u[t] = pc.u_frags[row0 / 16][t][lane];
 }
 
-// What one chain CTA runs: a whole sequence (seg_pass 0) or one segment run (chunked_tile.h).
+// What one chain CTA runs: a whole sequence (seg_pass 0), one segment run (chunked_tile.h), or
+// one window (kPassWindow).
 enum RunStart { kStartInitial, kStartZero, kStartIdentity, kStartSegment };
 struct ChainRun {
   int64_t c_begin = 0, c_end = 0;  // chunks [c_begin, c_end) of the sequence
@@ -236,6 +243,18 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
   ChainRun run;
   run.c_end = chunks;
   if (p.seg_pass == 0) return run;
+  if (p.seg_pass == kPassWindow) {  // from the initial state or the previous window's end
+    float* carry = p.window_state + (n * p.Hv + h) * int64_t(kV * kK);
+    run.c_begin = p.window_begin;
+    run.c_end = p.window_begin + p.window_chunks < chunks ? p.window_begin + p.window_chunks : chunks;
+    if (p.window_begin > 0) {
+      run.start = kStartSegment;
+      run.start_state = carry;
+    }
+    run.end_final = run.c_end == chunks;
+    run.end_state = run.end_final ? nullptr : carry;
+    return run;
+  }
   const auto span = [&](int m) {
     run.c_begin = m * p.seg_chunks;
     run.c_end = (m + 1) * p.seg_chunks < chunks ? (m + 1) * p.seg_chunks : chunks;
@@ -318,7 +337,7 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;
   if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
-    if (role != 0 || p.seg_pass == 2) return;
+    if (role != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0)) return;
     for (int64_t r = tid >> 3; r < sq.len; r += kChainThreads / 8) {
       uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
       *reinterpret_cast<uint4*>(o + v0 + (tid & 7) * 8) = make_uint4(0u, 0u, 0u, 0u);
@@ -330,14 +349,15 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 
   float S[8][4];  // state rows [row0, +16), key columns [64 kh, +64), f32
   load_run_start(p, run, sq.slot, h, S, row0, 64 * kh, g, q);
-  const PreparedChunk* prepared = static_cast<const PreparedChunk*>(p.prepared) + chunk_slot(p, n, sq, 0) * p.Hv + h;
+  const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
+  const auto prepared = [&](int64_t c) -> const PreparedChunk& { return prepared_h[chunk_slot(p, n, sq, c) * p.Hv]; };
   const bool read_u = kh == 0 && run.use_u;
   float4 u_next[8];  // key half 0: U^T of the next chunk
   const ChainLoader loader(p, s, n, sq, j, tid);
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   if (run.c_begin < run.c_end) {
-    loader.load(prepared[run.c_begin * p.Hv], run.c_begin, live_rows(run.c_begin), 0);
-    if (read_u) load_u(prepared[run.c_begin * p.Hv], row0, lane, u_next);
+    loader.load(prepared(run.c_begin), run.c_begin, live_rows(run.c_begin), 0);
+    if (read_u) load_u(prepared(run.c_begin), row0, lane, u_next);
   }
   cp_async_commit();
 
@@ -355,8 +375,8 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
     }
     __syncthreads();  // chunk c - 1 is done with the other stage and the partial sums
     if (c + 1 < run.c_end) {
-      loader.load(prepared[(c + 1) * p.Hv], c + 1, live_rows(c + 1), buf ^ 1);
-      if (read_u) load_u(prepared[(c + 1) * p.Hv], row0, lane, u_next);
+      loader.load(prepared(c + 1), c + 1, live_rows(c + 1), buf ^ 1);
+      if (read_u) load_u(prepared(c + 1), row0, lane, u_next);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -444,24 +464,45 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
   }
 }
 
-// The kernels on `stream`: prepare, then the chain (one pass), or with p.segments > 1 the
-// segment runs, the combine and the segments again. p.prepared holds p.chunk_slots x Hv
-// prepared chunks and, with segments, p.seg_states the segment states.
+// The kernels' shared-memory limits (per call: cheap).
 template <class M>
-cudaError_t launch_chunked_split(ChunkParams p, cudaStream_t stream) {
-  const auto prepare = chunk_prepare_kernel<M>;
-  const auto chain = chunk_chain_kernel<M>;
-  cudaError_t e = cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(PrepSmem)));
+cudaError_t set_split_smem_limits() {
+  cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(sizeof(PrepSmem)));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chain, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(ChainSmem)));
+    e = cudaFuncSetAttribute(chunk_chain_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(sizeof(ChainSmem)));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kCombineSmemBytes));
+  return e;
+}
+
+// The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
+template <class M>
+cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
+  if (p.chunk_slots <= 0) return cudaSuccess;
+  chunk_prepare_kernel<M><<<dim3(unsigned(p.chunk_slots), unsigned(p.Hv)), dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The chain kernel for one window (p.seg_pass = kPassWindow).
+template <class M>
+cudaError_t launch_window_chain(const ChunkParams& p, cudaStream_t stream) {
+  chunk_chain_kernel<M><<<dim3(unsigned(p.N * p.Hv * kVSplit)), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The kernels on `stream`: prepare, then the chain (one pass), or with p.segments > 1 the
+// segment runs, the combine and the segments again. p.prepared holds p.chunk_slots x Hv
+// prepared chunks and, with segments, p.seg_states the segment states. (Windows: the host runs
+// launch_prepare and launch_window_chain per window, chunked_host.cpp.)
+template <class M>
+cudaError_t launch_chunked_split(ChunkParams p, cudaStream_t stream) {
+  const auto chain = chunk_chain_kernel<M>;
+  cudaError_t e = set_split_smem_limits<M>();
+  if (e == cudaSuccess) e = launch_prepare<M>(p, stream);
   if (e != cudaSuccess) return e;
-  if (p.chunk_slots > 0) {
-    prepare<<<dim3(unsigned(p.chunk_slots), unsigned(p.Hv)), dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  }
   const int64_t units = p.N * p.Hv * kVSplit;
   if (p.segments < 2) {
     p.seg_pass = 0;

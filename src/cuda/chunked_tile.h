@@ -232,11 +232,63 @@ constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int 
 // (us, H200, measured: docs/NOTES.md). Fused: one CTA per (sequence, value head), a step of
 // kFusedStepUs per wave of CTAs. Split: the prepare kernel's CTAs (kPrepCtaUs each, kPrepCtasPerSm
 // per SM) for every chunk of every head, then kChainStepUs per wave of chain CTAs.
-// The split form's workspace grows with T x Hv (about 1 KB per token and value head); above
-// this many bytes a call takes the fused kernel (no workspace) instead, unless
-// GDN_CHUNKED_FORM=split asks for the split form. 4 GiB holds 1 x 65536 tokens at Hv = 32
-// (2.2 GB) and 2^20 tokens at Hv = 2.
-inline constexpr size_t kMaxSplitWorkspaceBytes = size_t(4) << 30;
+// The split form's workspace grows with T x Hv (about 1 KB per token and value head). Above
+// kMaxSplitWorkspaceBytes a dense call runs in windows (below) whose two buffers fit it;
+// calls that cannot (packed batches, or N Hv so large that one chunk of every head does not
+// fit) take the fused kernel (no workspace) instead, unless GDN_CHUNKED_FORM=split asks for
+// the split form.
+inline constexpr size_t kMaxSplitWorkspaceBytes = size_t(1) << 30;
+// The sequence split prepares every chunk at once (no windows yet); it may take up to 4 GiB
+// (2^20 tokens at Hv = 2: 2.2 GB), above which the call runs unsplit, in windows.
+inline constexpr size_t kMaxSegmentedWorkspaceBytes = size_t(4) << 30;
+
+// ---- windows (dense batches, the split form without a sequence split)
+//
+// The chunks of every sequence are cut into windows of window_chunks chunks: prepare(w) writes
+// window w's prepared chunks into buffer w % 2 of the workspace, chain(w) runs them, starting
+// from the state chain(w - 1) left in the workspace (f32: the same numbers as one chain). Two
+// uses:
+//  - the workspace is bounded by two windows, not the whole call;
+//  - overlap: when the chain leaves most SMs idle (its CTAs at most half the SMs), chain(w)
+//    runs on a second, high-priority stream beside prepare(w + 1) on the caller's, so the
+//    preparation (0.055 us a chunk and head over the whole GPU) hides behind the chain (4.3 us
+//    a chunk) instead of preceding it. The first window's preparation is the only exposed
+//    one, and each window costs a gap (measured about 11 us: the chain's launch, its state and
+//    first chunk loads); windows of kOverlapWindowChunks measured best (1 x 65536, Hv 32: 8,
+//    16, 32 and 64 chunks took 6.43, 5.53, 5.18 and 5.00 ms, unwindowed 6.20), and at least two.
+inline constexpr int kWindowBuffers = 2;
+inline constexpr int64_t kOverlapWindowChunks = 64;
+inline constexpr int64_t kMinOverlapChunks = 64;   // fewer: one pass
+inline constexpr int64_t kMaxOverlapWindows = 64;  // more chunks: longer windows
+
+struct WindowPlan {
+  int64_t window_chunks = 0;  // 0: no windows
+  int64_t windows = 0;
+  bool overlap = false;
+};
+
+// chain_ctas: N Hv kVSplit; bytes_per_chunk_of_all: N Hv sizeof(PreparedChunk); carry_bytes:
+// the f32 states between windows, N Hv V K 4 (the workspace holds both buffers and them).
+constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, size_t bytes_per_chunk_of_all,
+                                  size_t carry_bytes) {
+  WindowPlan w;
+  if (chunks <= 0 || bytes_per_chunk_of_all == 0 || carry_bytes >= kMaxSplitWorkspaceBytes) return w;
+  const int64_t fit = int64_t((kMaxSplitWorkspaceBytes - carry_bytes) / (kWindowBuffers * bytes_per_chunk_of_all));
+  if (sms > 0 && 2 * chain_ctas <= sms && chunks >= kMinOverlapChunks) {
+    int64_t wc = (chunks + 1) / 2 < kOverlapWindowChunks ? (chunks + 1) / 2 : kOverlapWindowChunks;
+    if (wc * kMaxOverlapWindows < chunks) wc = (chunks + kMaxOverlapWindows - 1) / kMaxOverlapWindows;
+    if (wc <= fit) {
+      w.window_chunks = wc;
+      w.overlap = true;
+    }
+  }
+  if (!w.overlap) {
+    if (size_t(chunks) * bytes_per_chunk_of_all <= kMaxSplitWorkspaceBytes || fit < 1) return w;
+    w.window_chunks = fit;
+  }
+  w.windows = (chunks + w.window_chunks - 1) / w.window_chunks;
+  return w;
+}
 
 inline constexpr double kFusedStepUs = 13.4;
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each

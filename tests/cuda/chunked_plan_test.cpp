@@ -1,6 +1,7 @@
 // The chunked path's host-side plans (cuda/chunked_tile.h), no GPU needed: the workspace's
 // chunk slots (packed sequences never share one), the choice between the fused and the split
-// form, and the exact sequence split's segment plan on the benchmark shapes (132 SMs).
+// form, the exact sequence split's segment plan and the window plan on the benchmark shapes
+// (132 SMs).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -57,6 +58,41 @@ TEST(SegmentPlan, BenchmarkShapes) {
   EXPECT_EQ(plan_segments(1024, 1 * 32 * kVSplit, kSms, 0).segments, 1);  // 1 x 65536, Hv 32
   EXPECT_EQ(plan_segments(512, 1 * 64 * kVSplit, kSms, 0).segments, 1);   // 1 x 32768, Hv 64
   EXPECT_EQ(plan_segments(1, 2, kSms, 0).segments, 1);                    // one chunk
+}
+
+TEST(WindowPlan, BenchmarkShapes) {
+  const size_t chunk = sizeof(PreparedChunk), state = size_t(kV) * kK * 4;  // one head's
+  // 1 x 65536, Hv 32: 64 chain CTAs, under half the SMs: overlapped windows of 64 chunks
+  const WindowPlan long32 = plan_windows(1024, 1 * 32 * kVSplit, kSms, 1 * 32 * chunk, 32 * state);
+  EXPECT_TRUE(long32.overlap);
+  EXPECT_EQ(long32.window_chunks, kOverlapWindowChunks);
+  EXPECT_EQ(long32.windows, 16);
+  EXPECT_EQ(plan_windows(256, 1 * 32 * kVSplit, kSms, 1 * 32 * chunk, 32 * state).windows, 4);  // 1 x 16384
+  // 1 x 4096: two overlapped windows of 32; 1 x 2048: too few chunks to overlap, and the call fits
+  const WindowPlan short32 = plan_windows(64, 1 * 32 * kVSplit, kSms, 1 * 32 * chunk, 32 * state);
+  EXPECT_EQ(short32.windows, 2);
+  EXPECT_EQ(short32.window_chunks, 32);
+  EXPECT_EQ(plan_windows(65, 1 * 32 * kVSplit, kSms, 1 * 32 * chunk, 32 * state).windows, 2);
+  EXPECT_EQ(plan_windows(32, 1 * 32 * kVSplit, kSms, 1 * 32 * chunk, 32 * state).window_chunks, 0);
+  // 1 x 32768, Hv 64: the chain fills the SMs (no overlap), but 2.2 GB of chunks do not fit:
+  // windows one after the other, two of them within the bound
+  const WindowPlan hv64 = plan_windows(512, 1 * 64 * kVSplit, kSms, 1 * 64 * chunk, 64 * state);
+  EXPECT_FALSE(hv64.overlap);
+  EXPECT_GT(hv64.window_chunks, 0);
+  EXPECT_LE(kWindowBuffers * size_t(hv64.window_chunks) * 64 * chunk + 64 * state, kMaxSplitWorkspaceBytes);
+  EXPECT_EQ(hv64.windows, (512 + hv64.window_chunks - 1) / hv64.window_chunks);
+  // 2^20 tokens at Hv 2: long windows, at most kMaxOverlapWindows of them
+  const WindowPlan million = plan_windows(16384, 1 * 2 * kVSplit, kSms, 1 * 2 * chunk, 2 * state);
+  EXPECT_TRUE(million.overlap);
+  EXPECT_LE(million.windows, kMaxOverlapWindows);
+  EXPECT_GE(million.window_chunks * million.windows, 16384);
+  // no SM count: no overlap, windows only when the whole call does not fit
+  EXPECT_EQ(plan_windows(64, 64, 0, 32 * chunk, 32 * state).window_chunks, 0);
+  const WindowPlan blind = plan_windows(1024, 64, 0, 32 * chunk, 32 * state);
+  EXPECT_FALSE(blind.overlap);
+  EXPECT_EQ(blind.window_chunks, int64_t((kMaxSplitWorkspaceBytes - 32 * state) / (kWindowBuffers * 32 * chunk)));
+  // one chunk of every head does not fit two buffers: no windows (the caller runs fused)
+  EXPECT_EQ(plan_windows(100, 1 << 20, kSms, kMaxSplitWorkspaceBytes, 0).window_chunks, 0);
 }
 
 TEST(SegmentPlan, ForcedCountsAndNoEmptySegment) {

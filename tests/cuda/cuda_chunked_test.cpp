@@ -31,14 +31,19 @@ namespace {
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 // The chunked path's forms, chosen for the calls made while a FormScope lives: the fused
-// kernel, the split pair without the sequence split (segments 1), and with it (segments 3:
-// cases of fewer than 3 chunks run unsplit).
+// kernel, the split pair without the sequence split (segments 1), with it (segments 3: cases of
+// fewer than 3 chunks run unsplit), and in windows of 2 chunks (dense batches; overlapped on two
+// streams where the chain CTAs take at most half the SMs, as in every case here).
 struct Form {
   const char* form;      // GDN_CHUNKED_FORM
   const char* segments;  // GDN_CHUNKED_SEGMENTS (null: the library's plan)
+  const char* windows;   // GDN_CHUNKED_WINDOWS (null: the library's plan)
   const char* name;
 };
-const Form kForms[] = {{"fused", nullptr, "fused"}, {"split", "1", "split"}, {"split", "3", "split, 3 segments"}};
+const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
+                       {"split", "1", "0", "split"},
+                       {"split", "3", "0", "split, 3 segments"},
+                       {"split", "1", "2", "split, windows of 2 chunks"}};
 
 class EnvScope {
  public:
@@ -58,12 +63,15 @@ class EnvScope {
 
 class FormScope {
  public:
-  explicit FormScope(const Form& f) : form_("GDN_CHUNKED_FORM", f.form), segments_("GDN_CHUNKED_SEGMENTS", f.segments) {}
-  explicit FormScope(const char* form, const char* segments = nullptr)
-      : form_("GDN_CHUNKED_FORM", form), segments_("GDN_CHUNKED_SEGMENTS", segments) {}
+  explicit FormScope(const Form& f)
+      : form_("GDN_CHUNKED_FORM", f.form),
+        segments_("GDN_CHUNKED_SEGMENTS", f.segments),
+        windows_("GDN_CHUNKED_WINDOWS", f.windows) {}
+  explicit FormScope(const char* form, const char* segments = nullptr, const char* windows = nullptr)
+      : form_("GDN_CHUNKED_FORM", form), segments_("GDN_CHUNKED_SEGMENTS", segments), windows_("GDN_CHUNKED_WINDOWS", windows) {}
 
  private:
-  EnvScope form_, segments_;
+  EnvScope form_, segments_, windows_;
 };
 
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
@@ -137,9 +145,9 @@ TEST_P(Oracle, MatchesOracle) {
     const RunResult r = run_case(c, opt);
     ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << form << ": " << to_string(c) << ": " << r.message;
     EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << form << ": " << chunked_report(c, r.errors);
-    RecordProperty(std::string("rel_err_o_") + f.form + (f.segments ? f.segments : ""), std::to_string(r.errors.o));
-    RecordProperty(std::string("rel_err_state_") + f.form + (f.segments ? f.segments : ""),
-                   std::to_string(r.errors.final_state));
+    const std::string tag = std::string(f.form) + (f.segments ? f.segments : "") + (f.windows ? f.windows : "");
+    RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
+    RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
   }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), case_name);
@@ -259,7 +267,12 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
     ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
     EXPECT_EQ(bytes, 0u);
   }
-  const FormScope scope("split", "1");
+  {  // windows of 2 chunks: two window buffers (N 2 Hv chunks each) and the carried f32 states
+    const FormScope scope("split", "1", "2");
+    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+    EXPECT_EQ(bytes, size_t(2 * 2 * 2 * 4) * sizeof(cuda::chunked::PreparedChunk) + size_t(2 * 4 * 128 * 128) * 4);
+  }
+  const FormScope scope("split", "1", "0");
   ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
   EXPECT_EQ(bytes, size_t(2 * 3 * 4) * sizeof(cuda::chunked::PreparedChunk));  // N ceil(T / C) Hv
   EXPECT_EQ(gdn_forward(&a), GDN_STATUS_WORKSPACE_TOO_SMALL);
@@ -300,6 +313,37 @@ TEST(Forms, SegmentsMatchUnsplit) {
         EXPECT_LE(rel_l2_live_slots(cut, *cut.final_state_out(), *whole.final_state_out()),
                   c.state_dtype == GDN_DTYPE_BF16 ? 5e-4 : 1e-4)
             << text << ", segments " << segments;
+    }
+  }
+}
+
+// Windows against one pass of the split form: the same arithmetic in the same order (the state
+// carried between windows in f32, as it is in registers), so the same bits, whether the windows
+// overlap on two streams (few chain CTAs) or run one after the other (N Hv kVSplit above half
+// the SMs), for window lengths that do and do not divide the chunk count.
+TEST(Forms, WindowsMatchUnwindowed) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=1,T=1000,Hk=1,Hv=2,dtype=bf16",
+                           "N=2,T=700,Hk=2,Hv=4,dtype=bf16,layout=kv,pool=5,pad=1,inplace=1",
+                           "N=2,T=777,Hk=2,Hv=4,dtype=f16,sdtype=bf16,gate=raw,l2norm=1,beta=logit",
+                           "N=1,T=640,Hk=1,Hv=3,dtype=bf16,h0=0", "N=1,T=600,Hk=1,Hv=2,dtype=bf16,ht=0",
+                           "N=3,T=300,Hk=4,Hv=12,dtype=bf16,pool=4,pad=1,inplace=1"}) {
+    Case c = parse_case(std::string(text) + ",K=128,V=128");
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs whole = pristine;
+    {
+      const FormScope scope("split", "1", "0");
+      ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    for (const char* windows : {"1", "3", "4"}) {
+      GeneratedInputs cut = pristine;
+      const FormScope scope("split", "1", windows);
+      ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      EXPECT_TRUE(same_tensor_bits(cut.o, whole.o)) << text << ", windows of " << windows;
+      if (c.final_state)
+        EXPECT_TRUE(same_tensor_bits(*cut.final_state_out(), *whole.final_state_out()))
+            << text << ", windows of " << windows;
     }
   }
 }
@@ -435,9 +479,10 @@ TEST(Device, InvalidIndicesWriteNothing) {
   }
 }
 
-// One call captured in a CUDA graph and replayed gives the plain call's bits.
-void graph_capture_replays(const char* form) {
-  Case c = parse_case("seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1");
+// One call captured in a CUDA graph and replayed gives the plain call's bits (windows: the
+// plain call overlaps them on two streams, the captured one keeps to the caller's stream).
+void graph_capture_replays(const char* form, const char* text) {
+  Case c = parse_case(text);
   c.seed = fresh_seed();
   const GeneratedInputs pristine = generate(c);
   GeneratedInputs plain = pristine, graphed = pristine;
@@ -475,7 +520,8 @@ TEST(Device, GraphCaptureReplays) {
   GDN_SKIP_WITHOUT_GPU();
   for (const Form& f : kForms) {
     const FormScope scope(f);
-    graph_capture_replays(f.name);
+    graph_capture_replays(f.name, "seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1");
+    graph_capture_replays(f.name, "N=2,T=300,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1,inplace=1");
   }
 }
 
