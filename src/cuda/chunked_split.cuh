@@ -1,5 +1,6 @@
-// The split form of the chunked prefill (chunked_tile.h says when it runs): two kernels, one
-// after the other on the caller's stream, with the workspace between them.
+// The split form of the chunked prefill (chunked_tile.h says when it runs): two kernels with
+// the workspace between them, one after the other on the caller's stream, or per window of
+// chunks (the chain of window w beside the preparation of window w + 1: chunked_host.cpp).
 //   prepare  one CTA of 8 warps per (chunk slot, value head), all chunks at once, two CTAs an
 //            SM: the state-independent steps of chunked_steps.cuh (gates, norms, m and P, the
 //            inverse, T, -W, U), written out as a PreparedChunk.
