@@ -1,7 +1,9 @@
 // The chunked prefill path's host side: selection (path chunked, or auto above the crossover),
-// its checks, and the launch. Everything here is host arithmetic on the validated Problem plus
-// cudaDeviceGetAttribute; nothing allocates or synchronises, so a call can be captured in a
-// CUDA graph.
+// its checks, the plan, and the launches. Host arithmetic on the validated Problem plus
+// cudaDeviceGetAttribute, kernel launches and, for overlapped windows, events between the
+// caller's stream and a side stream (side_stream.h, whose streams and events are created once);
+// no device memory is allocated and nothing synchronises the host, so a call can be captured in
+// a CUDA graph (it then keeps to the caller's stream).
 #include "cuda/chunked.h"
 
 #include <cuda_runtime_api.h>
@@ -78,11 +80,11 @@ bool split_form_fits(const Problem& p) {
 //    GDN_CHUNKED_FORM is `fused` or `split` (the tests and benchmarks run every form through it);
 //  - sequence split: dense batches only (a packed batch's lengths are in device memory),
 //    plan_segments(), or GDN_CHUNKED_SEGMENTS=M segments; dropped if its workspace would pass
-//    kMaxSegmentedWorkspaceBytes;
+//    kMaxOnePassWorkspaceBytes;
 //  - windows: dense batches without a sequence split, plan_windows(), or GDN_CHUNKED_WINDOWS=W
-//    chunks a window (0: none);
-//  - a split form whose workspace would still pass kMaxSplitWorkspaceBytes runs fused instead,
-//    unless GDN_CHUNKED_FORM=split.
+//    chunks a window (0: none; at most the chunk count);
+//  - a split form whose workspace would still pass its bound (kMaxSplitWorkspaceBytes with
+//    windows, else kMaxOnePassWorkspaceBytes) runs fused instead, unless GDN_CHUNKED_FORM=split.
 struct ChunkedPlan {
   bool split = false;
   ck::SegmentPlan segments{1, 0};
@@ -112,7 +114,7 @@ ChunkedPlan plan_call(const Problem& p) {
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
     const size_t states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes;
     if (s.segments > 1 && pass1 <= INT_MAX && combine <= INT_MAX &&
-        plan.prepared_bytes + states <= ck::kMaxSegmentedWorkspaceBytes) {
+        plan.prepared_bytes + states <= ck::kMaxOnePassWorkspaceBytes) {
       plan.segments = s;
       plan.workspace_bytes = plan.prepared_bytes + states;
     } else {
@@ -121,8 +123,8 @@ ChunkedPlan plan_call(const Problem& p) {
       if (forced < 0) {
         plan.windows = ck::plan_windows(chunks, chain_ctas, sms, all_heads, size_t(p.N) * size_t(p.Hv) * state_bytes);
       } else if (forced > 0 && chunks > 0) {
-        plan.windows.window_chunks = forced;
-        plan.windows.windows = (chunks + forced - 1) / forced;
+        plan.windows.window_chunks = forced < chunks ? forced : chunks;
+        plan.windows.windows = (chunks + plan.windows.window_chunks - 1) / plan.windows.window_chunks;
         plan.windows.overlap = sms > 0 && 2 * chain_ctas <= sms;
       }
       if (plan.windows.window_chunks > 0) {
@@ -133,7 +135,7 @@ ChunkedPlan plan_call(const Problem& p) {
   }
   if (plan.workspace_bytes == 0) plan.workspace_bytes = plan.prepared_bytes;
 
-  const size_t cap = plan.segments.segments > 1 ? ck::kMaxSegmentedWorkspaceBytes : ck::kMaxSplitWorkspaceBytes;
+  const size_t cap = plan.windows.window_chunks > 0 ? ck::kMaxSplitWorkspaceBytes : ck::kMaxOnePassWorkspaceBytes;
   plan.split = ck::split_form_pays(p.N * p.Hv, sms) && plan.workspace_bytes <= cap;
   if (const char* form = std::getenv("GDN_CHUNKED_FORM")) {
     if (std::strcmp(form, "split") == 0) plan.split = true;
@@ -144,10 +146,13 @@ ChunkedPlan plan_call(const Problem& p) {
 }
 
 // The windows of a split call (chunked_tile.h), each its preparation then its chain. Overlapped
-// (plan.windows.overlap, and the caller's stream not being captured): the chains run on the
-// device's side stream (greatest priority) beside the next window's preparation on the caller's
-// stream, ordered by events: chain(w) after prepare(w); prepare(w + 2) after chain(w), whose
-// buffer it reuses; the caller's stream waits for the last chain before anything after the call.
+// (plan.windows.overlap, an idle side stream leased, the caller's stream not being captured):
+// the chains run on the side stream, one priority above the caller's stream, beside the next
+// window's preparation on the caller's stream, ordered by events: the side stream first waits
+// for everything already queued on the caller's stream (fork); chain(w) after prepare(w);
+// prepare(w + 2) after chain(w), whose buffer it reuses; the caller's stream waits for the last
+// chain (join), on the error paths too, so nothing of the call outlives what the caller's
+// stream orders. Otherwise the windows run one after the other on the caller's stream.
 cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParams& base_in, const ChunkedPlan& plan,
                         unsigned char* workspace, cudaStream_t stream, int device) {
   ck::ChunkParams base = base_in;
@@ -167,7 +172,14 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
 
   cuda::SideStreamLease side;
   if (plan.windows.overlap && windows > 1 && !cuda::stream_is_capturing(stream))
-    side = cuda::lease_side_stream(device, size_t(2 * windows + 1));
+    side = cuda::lease_side_stream(device, cuda::priority_above(stream));
+  if (side.ok()) {  // the fork; if even that fails, the side stream is given up
+    if (cudaEventRecord(side.event(0), stream) != cudaSuccess ||
+        cudaStreamWaitEvent(side.stream(), side.event(0), 0) != cudaSuccess) {
+      cudaGetLastError();
+      side.discard();
+    }
+  }
   if (!side.ok()) {
     for (int64_t w = 0; w < windows && e == cudaSuccess; ++w) {
       e = launch.prepare(window(w), stream);
@@ -175,24 +187,31 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
     }
     return e;
   }
-  const cudaStream_t chain_stream = side.stream;
-  const cudaEvent_t fork = side.events[0];
-  const auto prepared = [&](int64_t w) { return side.events[1 + 2 * w]; };
-  const auto chained = [&](int64_t w) { return side.events[2 + 2 * w]; };
+  // events: 0 fork, 1 join (error paths), 2 + w % 2 prepare(w) done, 4 + w % 2 chain(w) done.
+  // An event is recorded again only after every wait on its previous record was enqueued.
+  const cudaStream_t chain_stream = side.stream();
+  const auto prepared = [&](int64_t w) { return side.event(2 + int(w % 2)); };
+  const auto chained = [&](int64_t w) { return side.event(4 + int(w % 2)); };
   const auto ok = [&](cudaError_t r) { return (e = r) == cudaSuccess; };
-  if (!ok(cudaEventRecord(fork, stream)) || !ok(cudaStreamWaitEvent(chain_stream, fork, 0))) return e;
-  if (!ok(launch.prepare(window(0), stream)) || !ok(cudaEventRecord(prepared(0), stream))) return e;
+  const auto join_on_error = [&] {
+    if (cudaEventRecord(side.event(1), chain_stream) == cudaSuccess) cudaStreamWaitEvent(stream, side.event(1), 0);
+    cudaGetLastError();
+    return e;
+  };
+  if (!ok(launch.prepare(window(0), stream)) || !ok(cudaEventRecord(prepared(0), stream))) return join_on_error();
   for (int64_t w = 0; w < windows; ++w) {
     if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(launch.window_chain(window(w), chain_stream)) ||
         !ok(cudaEventRecord(chained(w), chain_stream)))
-      return e;
+      return join_on_error();
     if (w + 1 < windows) {
       if (w + 1 >= ck::kWindowBuffers && !ok(cudaStreamWaitEvent(stream, chained(w + 1 - ck::kWindowBuffers), 0)))
-        return e;
-      if (!ok(launch.prepare(window(w + 1), stream)) || !ok(cudaEventRecord(prepared(w + 1), stream))) return e;
+        return join_on_error();
+      if (!ok(launch.prepare(window(w + 1), stream)) || !ok(cudaEventRecord(prepared(w + 1), stream)))
+        return join_on_error();
     }
   }
-  return cudaStreamWaitEvent(stream, chained(windows - 1), 0);
+  if (!ok(cudaStreamWaitEvent(stream, chained(windows - 1), 0))) return join_on_error();
+  return cudaSuccess;
 }
 
 ck::ChunkParams make_params(const Problem& p) {
@@ -270,10 +289,15 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   const ck::ChunkedLaunchers& launch =
       p.input_dtype == GDN_DTYPE_F16 ? ck::chunked_launchers_f16() : ck::chunked_launchers_bf16();
+  // Windows that would run one after the other anyway (a graph capture) while the whole call's
+  // chunks fit the same workspace: one pass instead, without the windows' gaps.
+  const bool windows = plan.windows.window_chunks > 0 &&
+                       !(size_t(c.chunk_slots) * size_t(p.Hv) * sizeof(ck::PreparedChunk) <= plan.workspace_bytes &&
+                         (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
   cudaError_t e;
   if (!split)
     e = launch.fused(c, stream);
-  else if (plan.windows.window_chunks > 0)
+  else if (windows)
     e = run_windows(launch, c, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id);
   else
     e = launch.split(c, stream);

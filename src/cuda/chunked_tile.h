@@ -233,14 +233,13 @@ constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int 
 // kFusedStepUs per wave of CTAs. Split: the prepare kernel's CTAs (kPrepCtaUs each, kPrepCtasPerSm
 // per SM) for every chunk of every head, then kChainStepUs per wave of chain CTAs.
 // The split form's workspace grows with T x Hv (about 1 KB per token and value head). Above
-// kMaxSplitWorkspaceBytes a dense call runs in windows (below) whose two buffers fit it;
-// calls that cannot (packed batches, or N Hv so large that one chunk of every head does not
-// fit) take the fused kernel (no workspace) instead, unless GDN_CHUNKED_FORM=split asks for
-// the split form.
+// kMaxSplitWorkspaceBytes a dense call runs in windows (below) whose two buffers fit it. Calls
+// that prepare every chunk at once because they cannot use windows (packed batches: their
+// lengths are in device memory; the sequence split) may take up to kMaxOnePassWorkspaceBytes
+// (2^20 tokens at Hv = 2: 2.2 GB); above it they run unsplit in windows (the sequence split)
+// or fused, without workspace (packed), unless GDN_CHUNKED_FORM=split asks for the split form.
 inline constexpr size_t kMaxSplitWorkspaceBytes = size_t(1) << 30;
-// The sequence split prepares every chunk at once (no windows yet); it may take up to 4 GiB
-// (2^20 tokens at Hv = 2: 2.2 GB), above which the call runs unsplit, in windows.
-inline constexpr size_t kMaxSegmentedWorkspaceBytes = size_t(4) << 30;
+inline constexpr size_t kMaxOnePassWorkspaceBytes = size_t(4) << 30;
 
 // ---- windows (dense batches, the split form without a sequence split)
 //

@@ -1,57 +1,106 @@
-// The per-device side stream and its events (side_stream.h). They live for the process: they are
-// created once per device and never destroyed (destroying CUDA objects from static destructors at
-// exit is unsafe).
+// The side-stream pools (side_stream.h). Streams and events live for the process: they are created
+// on demand and never destroyed (destroying CUDA objects from static destructors at exit is
+// unsafe); a pool holds at most kMaxSideStreams per device and priority.
 #include "cuda/side_stream.h"
 
 #include <map>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 namespace gdn::cuda {
-namespace {
 
-struct DeviceSide {
-  std::mutex lock;
+struct Slot {
   cudaStream_t stream = nullptr;
-  std::vector<cudaEvent_t> events;
+  cudaEvent_t events[kSideStreamEvents] = {};
+  bool leased = false;
+  bool broken = false;
 };
 
-std::mutex devices_lock;
-std::map<int, DeviceSide*>& devices() {
-  static auto* table = new std::map<int, DeviceSide*>;
+namespace {
+
+std::mutex pools_lock;  // guards the pools and every slot's leased / broken flags
+
+std::map<std::pair<int, int>, std::vector<Slot*>>& pools() {  // (device, priority) -> slots
+  static auto* table = new std::map<std::pair<int, int>, std::vector<Slot*>>;
   return *table;
+}
+
+bool idle(cudaStream_t s) {
+  const cudaError_t e = cudaStreamQuery(s);
+  if (e == cudaErrorNotReady) cudaGetLastError();
+  return e == cudaSuccess;
+}
+
+Slot* create_slot(int priority) {
+  auto* slot = new Slot;
+  bool ok = cudaStreamCreateWithPriority(&slot->stream, cudaStreamNonBlocking, priority) == cudaSuccess;
+  for (int i = 0; ok && i < kSideStreamEvents; ++i)
+    ok = cudaEventCreateWithFlags(&slot->events[i], cudaEventDisableTiming) == cudaSuccess;
+  if (!ok) {
+    cudaGetLastError();
+    slot->broken = true;  // kept (never destroyed), never leased
+  }
+  return slot;
 }
 
 }  // namespace
 
-SideStreamLease lease_side_stream(int device, size_t events) {
-  DeviceSide* side = nullptr;
-  {
-    const std::lock_guard<std::mutex> guard(devices_lock);
-    DeviceSide*& slot = devices()[device];
-    if (!slot) slot = new DeviceSide;
-    side = slot;
+SideStreamLease::SideStreamLease(SideStreamLease&& other) noexcept : slot_(std::exchange(other.slot_, nullptr)) {}
+
+SideStreamLease& SideStreamLease::operator=(SideStreamLease&& other) noexcept {
+  if (this != &other) {
+    this->~SideStreamLease();
+    slot_ = std::exchange(other.slot_, nullptr);
   }
+  return *this;
+}
+
+SideStreamLease::~SideStreamLease() {
+  if (!slot_) return;
+  const std::lock_guard<std::mutex> guard(pools_lock);
+  slot_->leased = false;
+  slot_ = nullptr;
+}
+
+cudaStream_t SideStreamLease::stream() const { return slot_->stream; }
+cudaEvent_t SideStreamLease::event(int i) const { return slot_->events[i]; }
+
+void SideStreamLease::discard() {
+  if (!slot_) return;
+  const std::lock_guard<std::mutex> guard(pools_lock);
+  slot_->broken = true;
+  slot_->leased = false;
+  slot_ = nullptr;
+}
+
+int priority_above(cudaStream_t stream) {
+  int least = 0, greatest = 0, priority = 0;
+  if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess ||
+      cudaStreamGetPriority(stream, &priority) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  priority -= 1;  // numerically lower: higher priority
+  return priority < greatest ? greatest : priority > least ? least : priority;
+}
+
+SideStreamLease lease_side_stream(int device, int priority) {
   SideStreamLease lease;
-  lease.lock = std::unique_lock<std::mutex>(side->lock);
-  if (!side->stream) {
-    int least = 0, greatest = 0;
-    if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess ||
-        cudaStreamCreateWithPriority(&side->stream, cudaStreamNonBlocking, greatest) != cudaSuccess) {
-      side->stream = nullptr;
-      cudaGetLastError();
+  const std::lock_guard<std::mutex> guard(pools_lock);
+  std::vector<Slot*>& pool = pools()[{device, priority}];
+  for (Slot* slot : pool)
+    if (!slot->leased && !slot->broken && idle(slot->stream)) {
+      slot->leased = true;
+      lease.slot_ = slot;
       return lease;
     }
-  }
-  while (side->events.size() < events) {
-    cudaEvent_t e = nullptr;
-    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
-      cudaGetLastError();
-      return lease;
-    }
-    side->events.push_back(e);
-  }
-  lease.stream = side->stream;
-  lease.events = side->events.data();
+  if (int(pool.size()) >= kMaxSideStreams) return lease;
+  Slot* slot = create_slot(priority);
+  pool.push_back(slot);
+  if (slot->broken) return lease;
+  slot->leased = true;
+  lease.slot_ = slot;
   return lease;
 }
 

@@ -1,28 +1,45 @@
-// A second stream per device, for work that runs beside the caller's stream (the chunked path's
-// overlapped windows, chunked_host.cpp): created on first use at the device's greatest
-// priority and non-blocking, with a pool of events for the fork, the cross-stream ordering and
-// the join. A lease holds the device's lock, so one call at a time orders work through it.
-// Never used while the caller's stream is being captured into a graph (a stream that joins a
-// capture stays in it until the capture ends), so the caller checks first.
+// Second streams for work that runs beside a caller's stream (the chunked path's overlapped
+// windows, chunked_host.cpp). Per device and priority, a small pool of non-blocking streams, each
+// with a fixed set of events; a lease takes one that is idle (no work queued on it), so one
+// caller's work never queues behind another's, and gives it back when the caller has enqueued
+// its work. No idle stream and no room for a new one: an empty lease, and the caller keeps to
+// its own stream. Never used while the caller's stream is being captured into a graph (a stream
+// that joins a capture stays in it until the capture ends), so the caller checks first.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <cstddef>
-#include <mutex>
-
 namespace gdn::cuda {
 
-struct SideStreamLease {
-  std::unique_lock<std::mutex> lock;
-  cudaStream_t stream = nullptr;     // null: no side stream (creation failed)
-  const cudaEvent_t* events = nullptr;  // at least the count asked for, timing disabled
-  bool ok() const { return stream != nullptr; }
+inline constexpr int kSideStreamEvents = 6;
+inline constexpr int kMaxSideStreams = 8;  // per device and priority
+
+class SideStreamLease {
+ public:
+  SideStreamLease() = default;
+  SideStreamLease(SideStreamLease&& other) noexcept;
+  SideStreamLease& operator=(SideStreamLease&& other) noexcept;
+  SideStreamLease(const SideStreamLease&) = delete;
+  SideStreamLease& operator=(const SideStreamLease&) = delete;
+  ~SideStreamLease();
+
+  bool ok() const { return slot_ != nullptr; }
+  cudaStream_t stream() const;
+  cudaEvent_t event(int i) const;  // i < kSideStreamEvents, timing disabled
+  // The stream or its events failed (e.g. their context is gone): never lease it again.
+  void discard();
+
+ private:
+  friend SideStreamLease lease_side_stream(int device, int priority);
+  struct Slot* slot_ = nullptr;
 };
 
-// The side stream of `device` (the current device) with at least `events` events, locked for
-// the caller; an empty lease if it cannot be had (the CUDA error is cleared).
-SideStreamLease lease_side_stream(int device, size_t events);
+// An idle side stream of `device` (the current device) at `priority` (clamped to the device's
+// range), or an empty lease; CUDA errors on the way are cleared.
+SideStreamLease lease_side_stream(int device, int priority);
+
+// The priority one step above `stream`'s (numerically lower), clamped to the device's range.
+int priority_above(cudaStream_t stream);
 
 // Whether work enqueued on `stream` now is being captured into a graph (errors: true, so the
 // caller keeps to its own stream).

@@ -16,10 +16,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/chunked_tile.h"
@@ -32,8 +35,9 @@ namespace {
 
 // The chunked path's forms, chosen for the calls made while a FormScope lives: the fused
 // kernel, the split pair without the sequence split (segments 1), with it (segments 3: cases of
-// fewer than 3 chunks run unsplit), and in windows of 2 chunks (dense batches; overlapped on two
-// streams where the chain CTAs take at most half the SMs, as in every case here).
+// fewer than 3 chunks run unsplit), and in windows of 2 chunks (dense batches of more than 2
+// chunks; overlapped on two streams where the chain CTAs take at most half the SMs, one after
+// the other otherwise, e.g. model_heads).
 struct Form {
   const char* form;      // GDN_CHUNKED_FORM
   const char* segments;  // GDN_CHUNKED_SEGMENTS (null: the library's plan)
@@ -327,7 +331,8 @@ TEST(Forms, WindowsMatchUnwindowed) {
                            "N=2,T=700,Hk=2,Hv=4,dtype=bf16,layout=kv,pool=5,pad=1,inplace=1",
                            "N=2,T=777,Hk=2,Hv=4,dtype=f16,sdtype=bf16,gate=raw,l2norm=1,beta=logit",
                            "N=1,T=640,Hk=1,Hv=3,dtype=bf16,h0=0", "N=1,T=600,Hk=1,Hv=2,dtype=bf16,ht=0",
-                           "N=3,T=300,Hk=4,Hv=12,dtype=bf16,pool=4,pad=1,inplace=1"}) {
+                           "N=3,T=300,Hk=4,Hv=12,dtype=bf16,pool=4,pad=1,inplace=1",
+                           "N=1,T=4096,Hk=1,Hv=2,dtype=bf16,gate=raw,l2norm=1"}) {
     Case c = parse_case(std::string(text) + ",K=128,V=128");
     c.seed = fresh_seed();
     const GeneratedInputs pristine = generate(c);
@@ -336,16 +341,60 @@ TEST(Forms, WindowsMatchUnwindowed) {
       const FormScope scope("split", "1", "0");
       ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
     }
-    for (const char* windows : {"1", "3", "4"}) {
+    for (const char* windows : {"1", "3", "4", static_cast<const char*>(nullptr)}) {  // null: the plan's own
       GeneratedInputs cut = pristine;
       const FormScope scope("split", "1", windows);
       ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-      EXPECT_TRUE(same_tensor_bits(cut.o, whole.o)) << text << ", windows of " << windows;
+      const std::string of = windows ? windows : "the plan's length";
+      EXPECT_TRUE(same_tensor_bits(cut.o, whole.o)) << text << ", windows of " << of;
       if (c.final_state)
-        EXPECT_TRUE(same_tensor_bits(*cut.final_state_out(), *whole.final_state_out()))
-            << text << ", windows of " << windows;
+        EXPECT_TRUE(same_tensor_bits(*cut.final_state_out(), *whole.final_state_out())) << text << ", windows of " << of;
     }
   }
+}
+
+// Overlapped windows follow the caller's stream: on a non-blocking caller stream, the inputs
+// (q, k, v, the initial state) arrive by copies queued behind a 30 ms host function, over device
+// copies that hold garbage until then, and the outputs are read after synchronising that stream
+// alone. Chains started before the fork would read garbage; chains not joined would leave o and
+// the final state unfinished when the stream reports done.
+TEST(Forms, OverlappedWindowsFollowTheCallersStream) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = parse_case("N=1,T=1000,Hk=1,Hv=2,K=128,V=128,dtype=bf16,inplace=1");
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs whole = pristine;
+  {
+    const FormScope scope("split", "1", "0");
+    ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+  }
+  GeneratedInputs garbage = pristine, out = pristine;
+  for (HostTensor* t : {&garbage.q, &garbage.k, &garbage.v, &garbage.initial_state})
+    for (int64_t i = 0; i < t->numel(); ++i) t->set(i, 1000.0);
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    const FormScope scope("split", "1", "1");  // 16 windows of one chunk, overlapped (4 chain CTAs)
+    DeviceBuffers dev(garbage, 0);
+    gdn_forward_args a = dev.args(garbage, GDN_BACKEND_CUDA, stream);
+    a.path = GDN_PATH_CHUNKED;
+    size_t bytes = 0;
+    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+    a = dev.args(garbage, GDN_BACKEND_CUDA, stream, bytes);
+    a.path = GDN_PATH_CHUNKED;
+    CUDA_OK(cudaLaunchHostFunc(
+        stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, nullptr));
+    const std::pair<const gdn_tensor*, const HostTensor*> inputs[] = {
+        {&a.q, &pristine.q}, {&a.k, &pristine.k}, {&a.v, &pristine.v}, {&a.initial_state, &pristine.initial_state}};
+    for (const auto& [device, host] : inputs)
+      CUDA_OK(cudaMemcpyAsync(device->data, host->data(), host->bytes(), cudaMemcpyHostToDevice, stream));
+    ASSERT_EQ(gdn_forward(&a), GDN_STATUS_SUCCESS) << gdn_last_error();
+    CUDA_OK(cudaStreamSynchronize(stream));  // the caller's stream alone
+    dev.download(out);
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+  EXPECT_TRUE(same_tensor_bits(out.o, whole.o));
+  EXPECT_TRUE(same_tensor_bits(*out.final_state_out(), *whole.final_state_out()));
 }
 
 // A sequence of 2^20 tokens (path auto: the split form with the sequence split on a large GPU)
