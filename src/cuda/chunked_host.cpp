@@ -146,7 +146,7 @@ ChunkedPlan plan_call(const Problem& p) {
 }
 
 // The windows of a split call (chunked_tile.h), each its preparation then its chain. Overlapped
-// (plan.windows.overlap, an idle side stream leased, the caller's stream not being captured):
+// (plan.windows.overlap, a side stream leased, the caller's stream not being captured):
 // the chains run on the side stream, one priority above the caller's stream, beside the next
 // window's preparation on the caller's stream, ordered by events: the side stream first waits
 // for everything already queued on the caller's stream (fork); chain(w) after prepare(w);
@@ -172,7 +172,7 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
 
   cuda::SideStreamLease side;
   if (plan.windows.overlap && windows > 1 && !cuda::stream_is_capturing(stream))
-    side = cuda::lease_side_stream(device, cuda::priority_above(stream));
+    side = cuda::lease_side_stream(device, cuda::priority_above(stream), stream);
   if (side.ok()) {  // the fork; if even that fails, the side stream is given up
     if (cudaEventRecord(side.event(0), stream) != cudaSuccess ||
         cudaStreamWaitEvent(side.stream(), side.event(0), 0) != cudaSuccess) {

@@ -13,6 +13,8 @@ namespace gdn::cuda {
 struct Slot {
   cudaStream_t stream = nullptr;
   cudaEvent_t events[kSideStreamEvents] = {};
+  cudaStream_t last_caller = nullptr;  // the caller stream whose work was queued here last
+  bool used = false;
   bool leased = false;
   bool broken = false;
 };
@@ -85,22 +87,30 @@ int priority_above(cudaStream_t stream) {
   return priority < greatest ? greatest : priority > least ? least : priority;
 }
 
-SideStreamLease lease_side_stream(int device, int priority) {
+SideStreamLease lease_side_stream(int device, int priority, cudaStream_t caller) {
   SideStreamLease lease;
   const std::lock_guard<std::mutex> guard(pools_lock);
   std::vector<Slot*>& pool = pools()[{device, priority}];
+  const auto take = [&](Slot* slot) {
+    slot->leased = true;
+    slot->used = true;
+    slot->last_caller = caller;
+    lease.slot_ = slot;
+  };
+  for (Slot* slot : pool)  // the same caller's stream first: no new dependency, no query
+    if (!slot->leased && !slot->broken && slot->used && slot->last_caller == caller) {
+      take(slot);
+      return lease;
+    }
   for (Slot* slot : pool)
     if (!slot->leased && !slot->broken && idle(slot->stream)) {
-      slot->leased = true;
-      lease.slot_ = slot;
+      take(slot);
       return lease;
     }
   if (int(pool.size()) >= kMaxSideStreams) return lease;
   Slot* slot = create_slot(priority);
   pool.push_back(slot);
-  if (slot->broken) return lease;
-  slot->leased = true;
-  lease.slot_ = slot;
+  if (!slot->broken) take(slot);
   return lease;
 }
 

@@ -1,9 +1,10 @@
 // Second streams for work that runs beside a caller's stream (the chunked path's overlapped
 // windows, chunked_host.cpp). Per device and priority, a small pool of non-blocking streams, each
-// with a fixed set of events; a lease takes one that is idle (no work queued on it), so one
-// caller's work never queues behind another's, and gives it back when the caller has enqueued
-// its work. No idle stream and no room for a new one: an empty lease, and the caller keeps to
-// its own stream. Never used while the caller's stream is being captured into a graph (a stream
+// with a fixed set of events. A lease takes one whose queued work, if any, came from the same
+// caller stream (already ordered before the new work by the caller's own join) or one that is
+// idle, so one caller's work never queues behind another caller's; it is given back when the
+// caller has enqueued its work. None free and no room for a new one: an empty lease, and the
+// caller keeps to its own stream. Never used while the caller's stream is being captured into a graph (a stream
 // that joins a capture stays in it until the capture ends), so the caller checks first.
 #pragma once
 
@@ -30,13 +31,13 @@ class SideStreamLease {
   void discard();
 
  private:
-  friend SideStreamLease lease_side_stream(int device, int priority);
+  friend SideStreamLease lease_side_stream(int device, int priority, cudaStream_t caller);
   struct Slot* slot_ = nullptr;
 };
 
-// An idle side stream of `device` (the current device) at `priority` (clamped to the device's
-// range), or an empty lease; CUDA errors on the way are cleared.
-SideStreamLease lease_side_stream(int device, int priority);
+// A side stream of `device` (the current device) at `priority` for work forked from `caller`, or
+// an empty lease; CUDA errors on the way are cleared.
+SideStreamLease lease_side_stream(int device, int priority, cudaStream_t caller);
 
 // The priority one step above `stream`'s (numerically lower), clamped to the device's range.
 int priority_above(cudaStream_t stream);
