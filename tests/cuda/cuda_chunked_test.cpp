@@ -158,16 +158,24 @@ INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), c
 
 // ---- one call on device copies of `in` with the given path; outputs downloaded into `in`
 
+// Arguments for `path` on `dev`'s copies of `in` and `stream`, with the workspace the call asks for.
+gdn_status args_with_workspace(DeviceBuffers& dev, GeneratedInputs& in, cudaStream_t stream, gdn_path path,
+                               uint32_t* error_flags, gdn_forward_args* a) {
+  *a = dev.args(in, GDN_BACKEND_CUDA, stream);
+  a->path = path;
+  a->error_flags = error_flags;
+  size_t bytes = 0;
+  if (gdn_status s = gdn_forward_workspace_size(a, &bytes); s != GDN_STATUS_SUCCESS) return s;
+  *a = dev.args(in, GDN_BACKEND_CUDA, stream, bytes);
+  a->path = path;
+  a->error_flags = error_flags;
+  return GDN_STATUS_SUCCESS;
+}
+
 gdn_status run_path(GeneratedInputs& in, gdn_path path, uint32_t* error_flags = nullptr) {
   DeviceBuffers dev(in, 0);
-  gdn_forward_args a = dev.args(in, GDN_BACKEND_CUDA, nullptr);
-  a.path = path;
-  a.error_flags = error_flags;
-  size_t bytes = 0;
-  if (gdn_status s = gdn_forward_workspace_size(&a, &bytes); s != GDN_STATUS_SUCCESS) return s;
-  a = dev.args(in, GDN_BACKEND_CUDA, nullptr, bytes);
-  a.path = path;
-  a.error_flags = error_flags;
+  gdn_forward_args a;
+  if (gdn_status s = args_with_workspace(dev, in, nullptr, path, error_flags, &a); s != GDN_STATUS_SUCCESS) return s;
   const gdn_status s = gdn_forward(&a);
   dev.synchronize(nullptr);
   if (s == GDN_STATUS_SUCCESS) dev.download(in);
@@ -376,12 +384,9 @@ TEST(Forms, OverlappedWindowsFollowTheCallersStream) {
   {
     const FormScope scope("split", "1", "1");  // 16 windows of one chunk, overlapped (4 chain CTAs)
     DeviceBuffers dev(garbage, 0);
-    gdn_forward_args a = dev.args(garbage, GDN_BACKEND_CUDA, stream);
-    a.path = GDN_PATH_CHUNKED;
-    size_t bytes = 0;
-    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
-    a = dev.args(garbage, GDN_BACKEND_CUDA, stream, bytes);
-    a.path = GDN_PATH_CHUNKED;
+    gdn_forward_args a;
+    ASSERT_EQ(args_with_workspace(dev, garbage, stream, GDN_PATH_CHUNKED, nullptr, &a), GDN_STATUS_SUCCESS)
+        << gdn_last_error();
     CUDA_OK(cudaLaunchHostFunc(
         stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, nullptr));
     const std::pair<const gdn_tensor*, const HostTensor*> inputs[] = {
@@ -541,12 +546,9 @@ void graph_capture_replays(const char* form, const char* text) {
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
     DeviceBuffers dev(graphed, 0);
-    gdn_forward_args a = dev.args(graphed, GDN_BACKEND_CUDA, stream);
-    a.path = GDN_PATH_CHUNKED;
-    size_t bytes = 0;
-    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
-    a = dev.args(graphed, GDN_BACKEND_CUDA, stream, bytes);
-    a.path = GDN_PATH_CHUNKED;
+    gdn_forward_args a;
+    ASSERT_EQ(args_with_workspace(dev, graphed, stream, GDN_PATH_CHUNKED, nullptr, &a), GDN_STATUS_SUCCESS)
+        << gdn_last_error();
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
