@@ -81,7 +81,7 @@ if has chunked; then
   grep -E '^\[  FAILED  \]' "$WORK/chunked/tests.log" | sort -u | head -20 | tee -a "$SUMMARY"
   grep -E '^2\^20 tokens' "$WORK/chunked/tests.log" | tee -a "$SUMMARY"
   for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
-              "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream"; do
+              "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
     tool=${spec%%:*} filter=${spec#*:}
     timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$BIN/cuda_chunked_test" \
       --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool.log" 2>&1

@@ -152,9 +152,11 @@ ChunkedPlan plan_call(const Problem& p) {
 // for everything already queued on the caller's stream (fork); chain(w) after prepare(w);
 // prepare(w + 2) after chain(w), whose buffer it reuses; the caller's stream waits for the last
 // chain (join), on the error paths too, so nothing of the call outlives what the caller's
-// stream orders. Otherwise the windows run one after the other on the caller's stream.
+// stream orders. Otherwise the windows run one after the other on the caller's stream, or,
+// when the whole call's chunks fit the workspace (one_pass_fits), as one pass.
 cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParams& base_in, const ChunkedPlan& plan,
-                        unsigned char* workspace, cudaStream_t stream, int device) {
+                        unsigned char* workspace, cudaStream_t stream, int device, bool one_pass_fits) {
+  static_assert(ck::kWindowBuffers == 2, "the event ring holds two prepared and two chained records");
   ck::ChunkParams base = base_in;
   const int64_t wc = plan.windows.window_chunks, windows = plan.windows.windows;
   base.window_chunks = wc;
@@ -173,14 +175,15 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   cuda::SideStreamLease side;
   if (plan.windows.overlap && windows > 1 && !cuda::stream_is_capturing(stream))
     side = cuda::lease_side_stream(device, cuda::priority_above(stream), stream);
-  if (side.ok()) {  // the fork; if even that fails, the side stream is given up
-    if (cudaEventRecord(side.event(0), stream) != cudaSuccess ||
-        cudaStreamWaitEvent(side.stream(), side.event(0), 0) != cudaSuccess) {
+  if (side.ok()) {  // the fork: a failure on the caller's stream is the call's; on the side stream, it is given up
+    if ((e = cudaEventRecord(side.event(0), stream)) != cudaSuccess) return e;
+    if (cudaStreamWaitEvent(side.stream(), side.event(0), 0) != cudaSuccess) {
       cudaGetLastError();
       side.discard();
     }
   }
   if (!side.ok()) {
+    if (one_pass_fits) return launch.split(base_in, stream);
     for (int64_t w = 0; w < windows && e == cudaSuccess; ++w) {
       e = launch.prepare(window(w), stream);
       if (e == cudaSuccess) e = launch.window_chain(window(w), stream);
@@ -194,8 +197,11 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   const auto chained = [&](int64_t w) { return side.event(4 + int(w % 2)); };
   const auto ok = [&](cudaError_t r) { return (e = r) == cudaSuccess; };
   const auto join_on_error = [&] {
-    if (cudaEventRecord(side.event(1), chain_stream) == cudaSuccess) cudaStreamWaitEvent(stream, side.event(1), 0);
-    cudaGetLastError();
+    if (cudaEventRecord(side.event(1), chain_stream) != cudaSuccess ||
+        cudaStreamWaitEvent(stream, side.event(1), 0) != cudaSuccess) {
+      cudaGetLastError();
+      side.discard();  // not joined: never lease it again
+    }
     return e;
   };
   if (!ok(launch.prepare(window(0), stream)) || !ok(cudaEventRecord(prepared(0), stream))) return join_on_error();
@@ -289,16 +295,17 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   const ck::ChunkedLaunchers& launch =
       p.input_dtype == GDN_DTYPE_F16 ? ck::chunked_launchers_f16() : ck::chunked_launchers_bf16();
-  // Windows that would run one after the other anyway (a graph capture) while the whole call's
-  // chunks fit the same workspace: one pass instead, without the windows' gaps.
+  // Windows that would run one after the other anyway (a graph capture; run_windows also checks
+  // for a side stream) while the whole call's chunks fit the same workspace: one pass instead,
+  // without the windows' gaps.
+  const bool one_pass_fits = size_t(c.chunk_slots) * size_t(p.Hv) * sizeof(ck::PreparedChunk) <= plan.workspace_bytes;
   const bool windows = plan.windows.window_chunks > 0 &&
-                       !(size_t(c.chunk_slots) * size_t(p.Hv) * sizeof(ck::PreparedChunk) <= plan.workspace_bytes &&
-                         (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
+                       !(one_pass_fits && (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
   cudaError_t e;
   if (!split)
     e = launch.fused(c, stream);
   else if (windows)
-    e = run_windows(launch, c, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id);
+    e = run_windows(launch, c, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id, one_pass_fits);
   else
     e = launch.split(c, stream);
   if (e != cudaSuccess) return device_error(e, split ? "launching the chunked prepare and chain kernels"

@@ -402,6 +402,38 @@ TEST(Forms, OverlappedWindowsFollowTheCallersStream) {
   EXPECT_TRUE(same_tensor_bits(*out.final_state_out(), *whole.final_state_out()));
 }
 
+// Two overlapped calls queued back to back on one non-blocking stream, the second continuing
+// the first's state in place (the second call leases the side stream its stream used last,
+// whose work is still queued): the same bits as two calls in one pass each.
+TEST(Forms, BackToBackOverlappedCallsChainTheirStates) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = parse_case("N=1,T=1000,Hk=1,Hv=2,K=128,V=128,dtype=bf16,inplace=1");
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs ref = pristine, got = pristine;
+  const auto twice = [](GeneratedInputs& in, const char* windows, cudaStream_t stream, bool delay) {
+    const FormScope scope("split", "1", windows);
+    DeviceBuffers dev(in, 0);
+    gdn_forward_args a;
+    ASSERT_EQ(args_with_workspace(dev, in, stream, GDN_PATH_CHUNKED, nullptr, &a), GDN_STATUS_SUCCESS)
+        << gdn_last_error();
+    if (delay)
+      CUDA_OK(cudaLaunchHostFunc(
+          stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, nullptr));
+    ASSERT_EQ(gdn_forward(&a), GDN_STATUS_SUCCESS) << gdn_last_error();
+    ASSERT_EQ(gdn_forward(&a), GDN_STATUS_SUCCESS) << gdn_last_error();
+    CUDA_OK(cudaStreamSynchronize(stream));
+    dev.download(in);
+  };
+  twice(ref, "0", nullptr, false);
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  twice(got, "1", stream, true);
+  CUDA_OK(cudaStreamDestroy(stream));
+  EXPECT_TRUE(same_tensor_bits(got.o, ref.o));
+  EXPECT_TRUE(same_tensor_bits(*got.final_state_out(), *ref.final_state_out()));
+}
+
 // A sequence of 2^20 tokens (path auto: the split form with the sequence split on a large GPU)
 // against the recurrent kernel on the same inputs: no NaN, within the chunked tolerance.
 TEST(Long, MillionTokenSequence) {
