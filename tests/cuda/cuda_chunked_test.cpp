@@ -205,6 +205,18 @@ bool same_tensor_bits(const HostTensor& a, const HostTensor& b) {
   return true;
 }
 
+// o and the final state bit for bit.
+void expect_same_outputs(const GeneratedInputs& got, const GeneratedInputs& want) {
+  EXPECT_TRUE(same_tensor_bits(got.o, want.o));
+  if (want.final_state_out()) EXPECT_TRUE(same_tensor_bits(*got.final_state_out(), *want.final_state_out()));
+}
+
+// Holds `stream` for 30 ms (a host function), so that what is queued after it waits.
+cudaError_t hold_stream(cudaStream_t stream) {
+  return cudaLaunchHostFunc(
+      stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, nullptr);
+}
+
 // ---- against the recurrent kernel
 
 TEST(Recurrent, ChunkedMatchesRecurrentKernel) {
@@ -387,8 +399,7 @@ TEST(Forms, OverlappedWindowsFollowTheCallersStream) {
     gdn_forward_args a;
     ASSERT_EQ(args_with_workspace(dev, garbage, stream, GDN_PATH_CHUNKED, nullptr, &a), GDN_STATUS_SUCCESS)
         << gdn_last_error();
-    CUDA_OK(cudaLaunchHostFunc(
-        stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, nullptr));
+    CUDA_OK(hold_stream(stream));
     const std::pair<const gdn_tensor*, const HostTensor*> inputs[] = {
         {&a.q, &pristine.q}, {&a.k, &pristine.k}, {&a.v, &pristine.v}, {&a.initial_state, &pristine.initial_state}};
     for (const auto& [device, host] : inputs)
@@ -398,8 +409,7 @@ TEST(Forms, OverlappedWindowsFollowTheCallersStream) {
     dev.download(out);
   }
   CUDA_OK(cudaStreamDestroy(stream));
-  EXPECT_TRUE(same_tensor_bits(out.o, whole.o));
-  EXPECT_TRUE(same_tensor_bits(*out.final_state_out(), *whole.final_state_out()));
+  expect_same_outputs(out, whole);
 }
 
 // Two overlapped calls queued back to back on one non-blocking stream, the second continuing
@@ -417,9 +427,7 @@ TEST(Forms, BackToBackOverlappedCallsChainTheirStates) {
     gdn_forward_args a;
     ASSERT_EQ(args_with_workspace(dev, in, stream, GDN_PATH_CHUNKED, nullptr, &a), GDN_STATUS_SUCCESS)
         << gdn_last_error();
-    if (delay)
-      CUDA_OK(cudaLaunchHostFunc(
-          stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, nullptr));
+    if (delay) CUDA_OK(hold_stream(stream));
     ASSERT_EQ(gdn_forward(&a), GDN_STATUS_SUCCESS) << gdn_last_error();
     ASSERT_EQ(gdn_forward(&a), GDN_STATUS_SUCCESS) << gdn_last_error();
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -430,8 +438,7 @@ TEST(Forms, BackToBackOverlappedCallsChainTheirStates) {
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   twice(got, "1", stream, true);
   CUDA_OK(cudaStreamDestroy(stream));
-  EXPECT_TRUE(same_tensor_bits(got.o, ref.o));
-  EXPECT_TRUE(same_tensor_bits(*got.final_state_out(), *ref.final_state_out()));
+  expect_same_outputs(got, ref);
 }
 
 // A sequence of 2^20 tokens (path auto: the split form with the sequence split on a large GPU)
