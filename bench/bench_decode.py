@@ -185,7 +185,7 @@ def state_traffic(B, T, sdtype, snapshots):
 
 
 def run_case(gdn, fla_fn, name, B, T, layout, sdtype, serving=False, snapshots=False, peer=True,
-             peer_sdtype=None, note=None, inplace=True, in_dtype=torch.bfloat16):
+             peer_sdtype=None, note=None, inplace=True, in_dtype=torch.bfloat16, env=None):
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
     nsets = sets_needed(B, T, layout, sdtype, serving)
     flags = torch.zeros(1, device="cuda", dtype=torch.int32)
@@ -198,7 +198,12 @@ def run_case(gdn, fla_fn, name, B, T, layout, sdtype, serving=False, snapshots=F
     args = [decode_args(x, layout, inplace=inplace, serving=serving, snapshots=snaps, flags=flags) for x in sets]
     steps = max(nsets, 20)
     ours_steps = [(lambda a=args[i % nsets]: gdn_step(gdn, a)) for i in range(steps)]
-    ours_ms = time_graph(ours_steps)
+    os.environ.update(env or {})  # read by the library when the graph is captured
+    try:
+        ours_ms = time_graph(ours_steps)
+    finally:
+        for var in env or {}:
+            os.environ.pop(var, None)
     assert flags.item() == 0, f"{name}: error flags {flags.item()}"
     res = dict(name=name, ours_ms=ours_ms, peer_ms=None, ratio=None, timing="graph",
                state_gbps=state_traffic(B, T, sdtype, snapshots) / (ours_ms * 1e-3) / 1e9)
@@ -296,6 +301,10 @@ def decode_cases():
                 dict(inplace=False, note="ours writes the final state to its own buffer, as fla does")))
     out.append(("decode-B256-vk-f32inputs", 256, 1, STATE_VK, torch.float32,
                 dict(in_dtype=torch.float32, note="f32 q/k/v/o for both")))
+    for B in (1, 16, 256):
+        out.append((f"decode-B{B}-vk-generic", B, 1, STATE_VK, torch.float32,
+                    dict(env={"GDN_DECODE_FORM": "generic"},
+                         note="ours: the generic one-token kernel instead of the one with plain bf16 inputs fixed")))
     out.append(("decode-B256-vk-again", 256, 1, STATE_VK, torch.float32,
                 dict(note="decode-B256-vk once more, last: drift between the start and end of the run")))
     return out

@@ -8,6 +8,8 @@
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 
 #include "core/backend.h"
@@ -84,6 +86,19 @@ bool one_token(const Problem& p) {
   return !p.packed && p.T <= 1 &&
          cuda::decode_tile_valid(p.state_layout == GDN_STATE_KV, int(p.K), int(p.V),
                                  int(dtype_size(state_dtype(p))), true);
+}
+
+// The decode kernel for p (decode_launch.h). The plain bf16 form unless the environment variable
+// GDN_DECODE_FORM is `generic` (the benchmarks compare the two through it).
+cuda::DecodeForm decode_form(const Problem& p) {
+  if (!one_token(p)) return cuda::DecodeForm::kTokens;
+  const auto bf16 = [](const TokenTensor& t) { return t.dtype == GDN_DTYPE_BF16; };
+  const bool plain = p.state_layout == GDN_STATE_VK && bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.o) &&
+                     p.gate == GDN_GATE_LOG_DECAY && p.g.dtype == GDN_DTYPE_F32 && p.beta.dtype == GDN_DTYPE_F32 &&
+                     p.beta_mode == GDN_BETA_PROB && !p.qk_l2norm && !p.has_snapshots;
+  const char* forced = std::getenv("GDN_DECODE_FORM");
+  const bool generic = forced && std::strcmp(forced, "generic") == 0;
+  return plain && !generic ? cuda::DecodeForm::kOneTokenPlainBf16 : cuda::DecodeForm::kOneToken;
 }
 
 // State rows (vk) or columns (kv) of V per CTA of the recurrent kernel; 0: K not built.
@@ -228,14 +243,15 @@ gdn_status cuda_forward(const Problem& p) {
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   const bool kv = p.state_layout == GDN_STATE_KV;
-  const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16, one = one_token(p);
+  const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16;
+  const cuda::DecodeForm form = decode_form(p);
   cudaError_t e;
   if (kv)
-    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, one, stream)
-             : cuda::launch_decode<true, float>(d, one, stream);
+    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, form, stream)
+             : cuda::launch_decode<true, float>(d, form, stream);
   else
-    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, one, stream)
-             : cuda::launch_decode<false, float>(d, one, stream);
+    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, form, stream)
+             : cuda::launch_decode<false, float>(d, form, stream);
   if (e != cudaSuccess) return device_error(e, "launching the recurrent kernel");
   return GDN_STATUS_SUCCESS;
 }

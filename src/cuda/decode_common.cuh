@@ -56,9 +56,11 @@ struct RunBits {
   static_assert(E % 4 == 0, "runs of whole 4-element vectors");
   uint32_t w[E];
 
-  __device__ __forceinline__ void load(const TokenView& t, int64_t off) {
-    const char* at = element_at(t.p, t.dtype, off);
-    if (t.dtype == GDN_DTYPE_F32) {
+  __device__ __forceinline__ void load(const TokenView& t, int64_t off) { load(t, t.dtype, off); }
+  // with the dtype given (a compile-time constant in a specialised kernel: decode_forms)
+  __device__ __forceinline__ void load(const TokenView& t, int dtype, int64_t off) {
+    const char* at = element_at(t.p, dtype, off);
+    if (dtype == GDN_DTYPE_F32) {
 #pragma unroll
       for (int i = 0; i < E / 4; ++i) {
         const uint4 u = __ldg(reinterpret_cast<const uint4*>(at) + i);
@@ -114,12 +116,16 @@ __device__ __forceinline__ void store_run(const TokenView& t, int64_t off, const
   }
 }
 
-__device__ __forceinline__ void store_scalar(const TokenView& t, int64_t off, float x) {
-  char* at = const_cast<char*>(element_at(t.p, t.dtype, off));
-  if (t.dtype == GDN_DTYPE_F32)
+__device__ __forceinline__ void store_scalar(const TokenView& t, int dtype, int64_t off, float x) {
+  char* at = const_cast<char*>(element_at(t.p, dtype, off));
+  if (dtype == GDN_DTYPE_F32)
     *reinterpret_cast<float*>(at) = x;
   else
-    *reinterpret_cast<unsigned short*>(at) = static_cast<unsigned short>(f32_to_half_bits(x, t.dtype));
+    *reinterpret_cast<unsigned short*>(at) = static_cast<unsigned short>(f32_to_half_bits(x, dtype));
+}
+
+__device__ __forceinline__ void store_scalar(const TokenView& t, int64_t off, float x) {
+  store_scalar(t, t.dtype, off, x);
 }
 
 // Offset of element (n, t = token in the batch's token axis, h, 0).
@@ -222,6 +228,39 @@ __device__ __forceinline__ S* state_at(const StateView& s, int64_t slot, int64_t
 }
 
 
+// ---- what a kernel knows of its inputs at compile time (decode_forms.h picks the form)
+
+// Every dtype and option read from the parameter block.
+struct AnyInputs {
+  __device__ static int q(const DecodeParams& p) { return p.q.dtype; }
+  __device__ static int k(const DecodeParams& p) { return p.k.dtype; }
+  __device__ static int v(const DecodeParams& p) { return p.v.dtype; }
+  __device__ static int o(const DecodeParams& p) { return p.o.dtype; }
+  __device__ static const TokenView& gate_input(const DecodeParams& p) { return p.gate == GDN_GATE_RAW ? p.a : p.g; }
+  __device__ static int gate_input_dtype(const DecodeParams& p) { return gate_input(p).dtype; }  // g, or a (raw)
+  __device__ static int beta(const DecodeParams& p) { return p.beta.dtype; }
+  __device__ static int gate(const DecodeParams& p) { return p.gate; }
+  __device__ static bool beta_logit(const DecodeParams& p) { return p.beta_logit != 0; }
+  __device__ static bool l2norm(const DecodeParams& p) { return p.l2norm != 0; }
+  static constexpr bool kSnapshots = true;  // may write per-token states
+};
+
+// The plain decode call of fla-style callers: bf16 q, k, v, o; f32 g (log decay) and beta
+// (probability); no q/k norm; no snapshots. Scale, state pool and padding stay run-time.
+struct PlainBf16Inputs {
+  __device__ static int q(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static int k(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static int v(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static int o(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static const TokenView& gate_input(const DecodeParams& p) { return p.g; }
+  __device__ static int gate_input_dtype(const DecodeParams&) { return GDN_DTYPE_F32; }
+  __device__ static int beta(const DecodeParams&) { return GDN_DTYPE_F32; }
+  __device__ static int gate(const DecodeParams&) { return GDN_GATE_LOG_DECAY; }
+  __device__ static bool beta_logit(const DecodeParams&) { return false; }
+  __device__ static bool l2norm(const DecodeParams&) { return false; }
+  static constexpr bool kSnapshots = false;
+};
+
 // ---- gates (SPEC "Conventions"), per (token, value head); the same in every thread
 
 struct Gates {
@@ -234,11 +273,12 @@ struct Gates {
 struct GateBits {
   uint32_t g, beta, A_log, dt_bias;
 
+  template <class In = AnyInputs>
   __device__ __forceinline__ void load(const DecodeParams& p, int64_t n, int64_t tok, int h) {
-    const bool raw = p.gate == GDN_GATE_RAW;
-    const TokenView& gv = raw ? p.a : p.g;
-    g = load_bits(gv.p, gv.dtype, token_offset(gv, n, tok, h));
-    beta = load_bits(p.beta.p, p.beta.dtype, token_offset(p.beta, n, tok, h));
+    const bool raw = In::gate(p) == GDN_GATE_RAW;
+    const TokenView& gv = In::gate_input(p);
+    g = load_bits(gv.p, In::gate_input_dtype(p), token_offset(gv, n, tok, h));
+    beta = load_bits(p.beta.p, In::beta(p), token_offset(p.beta, n, tok, h));
     if (raw) {
       A_log = load_bits(p.A_log, p.A_log_dtype, h * p.A_log_stride);
       dt_bias = load_bits(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
@@ -246,18 +286,19 @@ struct GateBits {
   }
 
   // SPEC "Conventions"
+  template <class In = AnyInputs>
   __device__ __forceinline__ Gates gates(const DecodeParams& p) const {
-    const bool raw = p.gate == GDN_GATE_RAW;
-    float x = bits_to_f32(g, raw ? p.a.dtype : p.g.dtype);
+    const bool raw = In::gate(p) == GDN_GATE_RAW;
+    float x = bits_to_f32(g, In::gate_input_dtype(p));
     if (raw) {
       // g = -exp(A_log[h]) * softplus(a[t, h] + dt_bias[h])    softplus(x) = x for x > 20
       x += bits_to_f32(dt_bias, p.dt_bias_dtype);
       x = -expf(bits_to_f32(A_log, p.A_log_dtype)) * (x > 20.f ? x : log1pf(expf(x)));
-    } else if (p.gate == GDN_GATE_DECAY_RATE) {
+    } else if (In::gate(p) == GDN_GATE_DECAY_RATE) {
       x = -x;  // alpha = exp(-g)
     }
-    float b = bits_to_f32(beta, p.beta.dtype);
-    if (p.beta_logit) b = __fdividef(1.f, 1.f + expf(-b));  // beta = sigmoid(b)
+    float b = bits_to_f32(beta, In::beta(p));
+    if (In::beta_logit(p)) b = __fdividef(1.f, 1.f + expf(-b));  // beta = sigmoid(b)
     return Gates{expf(x), b};
   }
 };
@@ -337,10 +378,13 @@ __device__ __forceinline__ CtaWork cta_work(const DecodeParams& p) {
 // those of resolve_span, and snapshot_indices[n, t] in [-1, P2). On an invalid entry it ORs the
 // matching GDN_ERROR_FLAG_* into *error_flags and returns false: the caller then writes nothing.
 // Every thread of the CTA calls it (it synchronises when snapshot indices are given).
+// kMayBePacked / kSnapshots false: a kernel never launched for packed batches / with snapshots
+// skips that code.
+template <bool kMayBePacked = true, bool kSnapshots = true>
 __device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t n, Sequence& s) {
-  uint32_t bad = resolve_span(p, n, s);
+  uint32_t bad = resolve_span<kMayBePacked>(p, n, s);
   // Snapshot slots of a padded sequence are not used (it writes no state).
-  if (p.snapshot_indices && bad == 0 && s.slot >= 0) {
+  if (kSnapshots && p.snapshot_indices && bad == 0 && s.slot >= 0) {
     int invalid = 0;
     for (int64_t t = threadIdx.x; t < s.len; t += blockDim.x) {
       const int32_t slot = snapshot_slot(p, n, s.bos + t);

@@ -9,15 +9,24 @@
 
 namespace gdn::cuda {
 
-// Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
-// of decode_threads(KV) threads. S: float or Bf16; one: every sequence has at most one token
-// (dense, T <= 1; decode_tile.h).
-template <bool KV, class S>
-cudaError_t launch_decode(const DecodeParams& p, bool one, cudaStream_t stream);
+// Which decode kernel runs a call (the host decides, cuda_backend.cpp):
+//   kTokens             the general kernel: any number of tokens per sequence, every option;
+//   kOneToken           at most one token per sequence (dense, T <= 1): no token loop, a bf16
+//                       state held as stored; every option;
+//   kOneTokenPlainBf16  one token, vk, and the plain inputs fixed at compile time: bf16 q, k, v,
+//                       o; f32 g (log decay) and beta (probability); no q/k norm, no snapshots
+//                       (AnyInputs / PlainBf16Inputs, decode_common.cuh).
+enum class DecodeForm { kTokens, kOneToken, kOneTokenPlainBf16 };
 
-extern template cudaError_t launch_decode<false, float>(const DecodeParams&, bool, cudaStream_t);
-extern template cudaError_t launch_decode<false, Bf16>(const DecodeParams&, bool, cudaStream_t);
-extern template cudaError_t launch_decode<true, float>(const DecodeParams&, bool, cudaStream_t);
-extern template cudaError_t launch_decode<true, Bf16>(const DecodeParams&, bool, cudaStream_t);
+// Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
+// of decode_threads(KV) threads. S: float or Bf16; form: as above (kv has no plain form: it
+// takes kOneToken's kernel).
+template <bool KV, class S>
+cudaError_t launch_decode(const DecodeParams& p, DecodeForm form, cudaStream_t stream);
+
+extern template cudaError_t launch_decode<false, float>(const DecodeParams&, DecodeForm, cudaStream_t);
+extern template cudaError_t launch_decode<false, Bf16>(const DecodeParams&, DecodeForm, cudaStream_t);
+extern template cudaError_t launch_decode<true, float>(const DecodeParams&, DecodeForm, cudaStream_t);
+extern template cudaError_t launch_decode<true, Bf16>(const DecodeParams&, DecodeForm, cudaStream_t);
 
 }  // namespace gdn::cuda

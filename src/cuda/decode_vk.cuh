@@ -22,7 +22,7 @@
 
 namespace gdn::cuda {
 
-template <int K, class S, bool One>
+template <int K, class S, bool One, class In = AnyInputs>
 __global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, One, int(sizeof(S))))
 decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
@@ -54,10 +54,10 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
     GateBits gate;
   } in;
   auto issue = [&](int64_t tok) {
-    in.q.load(p.q, token_offset(p.q, n, tok, j) + c0);
-    in.k.load(p.k, token_offset(p.k, n, tok, j) + c0);
-    in.v = load_bits(p.v.p, p.v.dtype, token_offset(p.v, n, tok, h) + my_row);
-    in.gate.load(p, n, tok, h);
+    in.q.load(p.q, In::q(p), token_offset(p.q, n, tok, j) + c0);
+    in.k.load(p.k, In::k(p), token_offset(p.k, n, tok, j) + c0);
+    in.v = load_bits(p.v.p, In::v(p), token_offset(p.v, n, tok, h) + my_row);
+    in.gate.template load<In>(p, n, tok, h);
   };
   // S(n, h) rows -> registers, all R loads issued before any is used. The slot depends on
   // state_indices[n] alone, so these loads (the bulk of the bytes) go out first, before the
@@ -72,11 +72,13 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   if (early) issue(0);
 
   Sequence seq;
-  if (!resolve_sequence(p, n, seq)) return;  // invalid index contents: flag raised, nothing written
+  // invalid index contents: flag raised, nothing written (One: launched for dense batches only)
+  if (!resolve_sequence<!One, In::kSnapshots>(p, n, seq)) return;
 
   if (seq.slot < 0) {  // padding: o zero; the state (snapshots too) neither read nor written
     if (mine >= R && (c & ((1 << SH) - 1)) == 0)
-      for (int64_t t = 0; t < seq.len; ++t) store_scalar(p.o, token_offset(p.o, n, seq.bos + t, h) + my_row, 0.f);
+      for (int64_t t = 0; t < seq.len; ++t)
+        store_scalar(p.o, In::o(p), token_offset(p.o, n, seq.bos + t, h) + my_row, 0.f);
     return;
   }
 
@@ -84,10 +86,10 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
     const int64_t tok = seq.bos + t;
     if (t > 0 || !early) issue(tok);
     float q[W], k[W];
-    in.q.to_f32(p.q.dtype, q);
-    in.k.to_f32(p.k.dtype, k);
-    const float v = bits_to_f32(in.v, p.v.dtype);
-    const Gates gate = in.gate.gates(p);
+    in.q.to_f32(In::q(p), q);
+    in.k.to_f32(In::k(p), k);
+    const float v = bits_to_f32(in.v, In::v(p));
+    const Gates gate = in.gate.template gates<In>(p);
 
     // q.q, k.k, k.q over the row's lanes; q, k <- x rsqrt(x . x + 1e-6) scale the sums below
     float qk[3] = {};
@@ -98,8 +100,8 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
       qk[2] += k[e] * q[e];
     }
     sum_within_group<L>(qk);
-    const float rq = p.l2norm ? rsqrtf(qk[0] + 1e-6f) : 1.f;
-    const float rk = p.l2norm ? rsqrtf(qk[1] + 1e-6f) : 1.f;
+    const float rq = In::l2norm(p) ? rsqrtf(qk[0] + 1e-6f) : 1.f;
+    const float rk = In::l2norm(p) ? rsqrtf(qk[1] + 1e-6f) : 1.f;
     const float kq = rk * rq * qk[2];  // k . q
 
     float sum[C];
@@ -120,7 +122,8 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
     const float delta_a = gate.beta * (v - gate.alpha * rk * total);
     const float delta = __shfl_sync(0xffffffffu, delta_a, base + ((mine % R) << SH));
     if (mine >= R && (c & ((1 << SH) - 1)) == 0)  // scale (S' q)_v
-      store_scalar(p.o, token_offset(p.o, n, tok, h) + my_row, p.scale * (gate.alpha * rq * total + delta * kq));
+      store_scalar(p.o, In::o(p), token_offset(p.o, n, tok, h) + my_row,
+                   p.scale * (gate.alpha * rq * total + delta * kq));
 
     // S' = alpha S + delta k^T (k normalised)
 #pragma unroll
@@ -133,8 +136,10 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
       s.set(r, x);
     }
 
-    int64_t snap_row;
-    if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row);
+    if constexpr (In::kSnapshots) {
+      int64_t snap_row;
+      if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row);
+    }
   };
   if constexpr (One) {
     if (seq.len > 0) step(0);

@@ -34,11 +34,12 @@ __device__ __forceinline__ bool state_slot(const Params& p, int64_t n, int64_t& 
 
 // Sequence n's tokens and state slot. Checks cu_seqlens[n], cu_seqlens[n + 1] (start 0,
 // non-decreasing, within T_total) and state_indices[n] in [-1, P); returns the
-// GDN_ERROR_FLAG_* bits of the invalid ones (0: valid).
-template <class Params>
+// GDN_ERROR_FLAG_* bits of the invalid ones (0: valid). kMayBePacked false: a kernel only
+// ever launched for dense batches (no cu_seqlens) skips that code.
+template <bool kMayBePacked = true, class Params>
 __device__ __forceinline__ uint32_t resolve_span(const Params& p, int64_t n, Sequence& s) {
   uint32_t bad = 0;
-  if (p.cu_seqlens) {
+  if (kMayBePacked && p.cu_seqlens) {
     const int64_t bos = cu_seqlen_at(p, n), eos = cu_seqlen_at(p, n + 1);
     if ((n == 0 && bos != 0) || bos < 0 || eos < bos || eos > p.T_total) bad |= GDN_ERROR_FLAG_CU_SEQLENS;
     s.bos = bos;

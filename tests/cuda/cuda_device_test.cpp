@@ -6,6 +6,8 @@
 //   - host memory or misaligned tensors given to the cuda backend, and device memory given to
 //     the cpu backend, are rejected, nothing written;
 //   - host_check_indices reports bad device-resident indices before launch, nothing written;
+//   - the decode kernel with plain bf16 inputs fixed at compile time gives the generic
+//     kernel's bits;
 //   - the host cost of a plain launch (reported).
 // Every test skips without a GPU.
 #include <cuda_runtime_api.h>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -221,6 +224,34 @@ TEST(Streams, TwoProblemsConcurrently) {
   EXPECT_TRUE(eb.pass(cuda_tolerance(b.pristine.c))) << report(b.pristine.c, eb);
   cudaStreamDestroy(s1);
   cudaStreamDestroy(s2);
+}
+
+// The one-token kernel specialised for plain bf16 inputs (decode_launch.h) computes what the
+// generic one does, in the same order: the same bits, with a pool, padding and in place, for an
+// f32 and a bf16 state and both head dims.
+TEST(DecodeForms, PlainBf16MatchesGeneric) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1,scale=0.3",
+                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,pool=6,pad=1,map=tiled"}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    c.path = GDN_PATH_RECURRENT;
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs plain = pristine, generic = pristine;
+    for (GeneratedInputs* in : {&plain, &generic}) {
+      if (in == &generic) setenv("GDN_DECODE_FORM", "generic", 1);
+      DeviceBuffers dev(*in, 0);
+      gdn_forward_args a = dev.args(*in, GDN_BACKEND_CUDA, nullptr);
+      const gdn_status s = gdn_forward(&a);
+      unsetenv("GDN_DECODE_FORM");
+      ASSERT_EQ(s, GDN_STATUS_SUCCESS) << text << ": " << gdn_last_error();
+      dev.synchronize(nullptr);
+      dev.download(*in);
+    }
+    for (int64_t i = 0; i < plain.o.numel(); ++i) ASSERT_TRUE(same_bits(plain.o, generic.o, i)) << text << ": o at " << i;
+    const HostTensor &sp = *plain.final_state_out(), &sg = *generic.final_state_out();
+    for (int64_t i = 0; i < sp.numel(); ++i) ASSERT_TRUE(same_bits(sp, sg, i)) << text << ": state at " << i;
+  }
 }
 
 TEST(Rejects, HostMemoryLabelledCuda) {
