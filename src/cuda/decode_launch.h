@@ -15,7 +15,8 @@ namespace gdn::cuda {
 //                       state held as stored; every option;
 //   kOneTokenPlainBf16  one token, vk, and the plain inputs fixed at compile time: bf16 q, k, v,
 //                       o; f32 g (log decay) and beta (probability); no q/k norm, no snapshots
-//                       (AnyInputs / PlainBf16Inputs, decode_common.cuh).
+//                       (AnyInputs / PlainBf16Inputs, decode_common.cuh); opt-in for now
+//                       (GDN_DECODE_FORM=plain).
 enum class DecodeForm { kTokens, kOneToken, kOneTokenPlainBf16 };
 
 // Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
