@@ -487,11 +487,18 @@ cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The chain kernel for pass p.seg_pass: `runs` chain runs of every (sequence, value head)
+// (chain_run: 1 for a whole pass or a window).
+template <class M>
+cudaError_t launch_chain(const ChunkParams& p, int64_t runs, cudaStream_t stream) {
+  chunk_chain_kernel<M><<<dim3(unsigned(p.N * p.Hv * kVSplit * runs)), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
+  return cudaGetLastError();
+}
+
 // The chain kernel for one window (p.seg_pass = kPassWindow).
 template <class M>
 cudaError_t launch_window_chain(const ChunkParams& p, cudaStream_t stream) {
-  chunk_chain_kernel<M><<<dim3(unsigned(p.N * p.Hv * kVSplit)), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
-  return cudaGetLastError();
+  return launch_chain<M>(p, 1, stream);
 }
 
 // The kernels on `stream`: prepare, then the chain (one pass), or with p.segments > 1 the
@@ -500,27 +507,22 @@ cudaError_t launch_window_chain(const ChunkParams& p, cudaStream_t stream) {
 // launch_prepare and launch_window_chain per window, chunked_host.cpp.)
 template <class M>
 cudaError_t launch_chunked_split(ChunkParams p, cudaStream_t stream) {
-  const auto chain = chunk_chain_kernel<M>;
   cudaError_t e = set_split_smem_limits<M>();
   if (e == cudaSuccess) e = launch_prepare<M>(p, stream);
   if (e != cudaSuccess) return e;
-  const int64_t units = p.N * p.Hv * kVSplit;
   if (p.segments < 2) {
     p.seg_pass = 0;
-    chain<<<dim3(unsigned(units)), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
-    return cudaGetLastError();
+    return launch_chain<M>(p, 1, stream);
   }
   p.seg_pass = 1;
-  chain<<<dim3(unsigned(units * pass1_runs(p.segments))), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
-  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if ((e = launch_chain<M>(p, pass1_runs(p.segments), stream)) != cudaSuccess) return e;
   if (p.segments > 2) {
     segment_combine_kernel<M><<<dim3(unsigned(p.N * p.Hv * (kV / kCombineRows))), dim3(kCombineThreads),
                              kCombineSmemBytes, stream>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   p.seg_pass = 2;
-  chain<<<dim3(unsigned(units * (p.segments - 1))), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
-  return cudaGetLastError();
+  return launch_chain<M>(p, p.segments - 1, stream);
 }
 
 }  // namespace gdn::cuda::chunked

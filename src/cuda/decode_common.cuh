@@ -57,7 +57,7 @@ struct RunBits {
   uint32_t w[E];
 
   __device__ __forceinline__ void load(const TokenView& t, int64_t off) { load(t, t.dtype, off); }
-  // with the dtype given (a compile-time constant in a specialised kernel: decode_forms)
+  // with the dtype given (a compile-time constant in a specialised kernel: DecodeForm)
   __device__ __forceinline__ void load(const TokenView& t, int dtype, int64_t off) {
     const char* at = element_at(t.p, dtype, off);
     if (dtype == GDN_DTYPE_F32) {
@@ -122,10 +122,6 @@ __device__ __forceinline__ void store_scalar(const TokenView& t, int dtype, int6
     *reinterpret_cast<float*>(at) = x;
   else
     *reinterpret_cast<unsigned short*>(at) = static_cast<unsigned short>(f32_to_half_bits(x, dtype));
-}
-
-__device__ __forceinline__ void store_scalar(const TokenView& t, int64_t off, float x) {
-  store_scalar(t, t.dtype, off, x);
 }
 
 // Offset of element (n, t = token in the batch's token axis, h, 0).
@@ -228,7 +224,8 @@ __device__ __forceinline__ S* state_at(const StateView& s, int64_t slot, int64_t
 }
 
 
-// ---- what a kernel knows of its inputs at compile time (decode_forms.h picks the form)
+// ---- what a kernel knows of its inputs at compile time (the host picks the DecodeForm,
+// decode_launch.h)
 
 // Every dtype and option read from the parameter block.
 struct AnyInputs {
