@@ -302,9 +302,13 @@ def decode_cases():
     out.append(("decode-B256-vk-f32inputs", 256, 1, STATE_VK, torch.float32,
                 dict(in_dtype=torch.float32, note="f32 q/k/v/o for both")))
     for B in (1, 16, 256):
-        out.append((f"decode-B{B}-vk-plainform", B, 1, STATE_VK, torch.float32,
-                    dict(env={"GDN_DECODE_FORM": "plain"},
-                         note="ours: the one-token kernel with plain bf16 inputs fixed at compile time (opt-in)")))
+        out.append((f"decode-B{B}-vk-genericform", B, 1, STATE_VK, torch.float32,
+                    dict(env={"GDN_DECODE_FORM": "generic"},
+                         note="ours: the generic one-token kernel (every dtype and option read at run time), "
+                              "against the default plain-input form of decode-B*-vk")))
+    out.append(("decode-B256-vk-serving-genericform", 256, 1, STATE_VK, torch.float32,
+                dict(serving=True, env={"GDN_DECODE_FORM": "generic"},
+                     note="ours: decode-B256-vk-serving on the generic one-token kernel")))
     out.append(("decode-B256-vk-again", 256, 1, STATE_VK, torch.float32,
                 dict(note="decode-B256-vk once more, last: drift between the start and end of the run")))
     return out

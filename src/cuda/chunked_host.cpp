@@ -236,7 +236,7 @@ bool cuda_chunked_selected(const Problem& p) {
   const ConfigRow* row = chunked_row();
   return row && row_takes(*row, p) && !p.has_snapshots &&
          ck::auto_prefers_chunked(tokens_per_sequence(p)) &&
-         smem_optin(p.device_id) >= int(ck::kSmemBytes);
+         smem_optin(p.device_id) >= int(ck::kChunkedSmemBytes);
 }
 
 gdn_status cuda_chunked_can_implement(const Problem& p) {
@@ -261,10 +261,10 @@ gdn_status cuda_chunked_can_implement(const Problem& p) {
   }
   if (p.device_id >= 0 && p.device_id < devices) {  // otherwise the backend's own checks report it
     const int optin = smem_optin(p.device_id);
-    if (optin < int(ck::kSmemBytes))
+    if (optin < int(ck::kChunkedSmemBytes))
       return fail(GDN_STATUS_UNSUPPORTED,
                   "q: the cuda chunked kernel needs %zu bytes of shared memory per block, but CUDA "
-                  "device %d allows %d (use path recurrent)", ck::kSmemBytes, p.device_id, optin);
+                  "device %d allows %d (use path recurrent)", ck::kChunkedSmemBytes, p.device_id, optin);
   }
   return GDN_STATUS_SUCCESS;
 }

@@ -176,7 +176,7 @@ __device__ __forceinline__ void chain_partials(ChainSmem& s, const ChainTiles& c
   for (int t = 0; t < 8; ++t) s.partial_d[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {  // the partner's tokens
-    const int t = 4 * (1 - kh) + i;
+    const int t = key_half_tile(1 - kh, i);
     s.partial_o[warp][i][lane] = make_float4(O[t][0], O[t][1], O[t][2], O[t][3]);
   }
 }
@@ -191,28 +191,41 @@ __device__ __forceinline__ void chain_finish(const ChainSmem& s, const ChainTile
     D[t][0] += x.x, D[t][1] += x.y, D[t][2] += x.z, D[t][3] += x.w;
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int t = 4 * kh + i;
+  for (int i = 0; i < 4; ++i) {  // own + partner's half (either order: the same bits)
+    const int t = key_half_tile(kh, i);
     const float4 x = s.partial_o[partner][i][lane];
     O[t][0] += x.x, O[t][1] += x.y, O[t][2] += x.z, O[t][3] += x.w;
   }
-  finish_outputs<M>(ct, lane, D, O, 2 * kh, 2 * kh + 2);  // the warp's tokens [32 kh, +32)
+  finish_outputs<M, key_half_blocks(kh)>(ct, lane, D, O);
   advance_state<M>(ct, lane, D, S, 64 * kh);
 }
 
-// The warp's o (tokens [32 kh, +32), its 16 rows) into the staging tile, token-major.
+// The warp's o (its key half's 32 tokens, its 16 rows, scaled) to global memory through its own
+// staging tile (token-major, local token 16 i + x for token 16 block_i + x): a warp-local
+// transpose, so no block barrier; then one 32-byte piece per token row.
 template <class M, int kh>
-__device__ __forceinline__ void chain_stage_o(uint16_t (*stage)[kLdTok], const float (&O)[8][4], float scale, int rb,
-                                              int lane) {
+__device__ __forceinline__ void chain_store_o(const ChunkParams& p, uint16_t (*stage)[kOStageLd],
+                                              const float (&O)[8][4], int64_t n, int h, int64_t tok0, int rows,
+                                              int col0, int lane) {
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int t = 4 * kh + i, tok = 8 * t + 2 * q + e;
-      stage[tok][16 * rb + g] = M::one(scale * O[t][e]);
-      stage[tok][16 * rb + g + 8] = M::one(scale * O[t][2 + e]);
+      const int t = key_half_tile(kh, i), local = 8 * i + 2 * q + e;
+      stage[local][g] = M::one(p.scale * O[t][e]);
+      stage[local][g + 8] = M::one(p.scale * O[t][2 + e]);
     }
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {  // lane: local token 16 k + lane / 2, half lane % 2 of its 16 rows
+    const int local = 16 * k + (lane >> 1), half = lane & 1;
+    const int tok = 16 * (key_half_tile(kh, 2 * k) / 2) + (local & 15);
+    if (tok < rows) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + tok) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + col0 + 8 * half) = *reinterpret_cast<const uint4*>(&stage[local][8 * half]);
+    }
+  }
 }
 
 // Key half 0's warps: U^T of a prepared chunk into registers (the fragments of rows
@@ -395,22 +408,11 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
       chain_finish<M, 0>(s, ct, partner, lane, S, D, O);
     else
       chain_finish<M, 1>(s, ct, partner, lane, S, D, O);
-    __syncthreads();  // every warp is done reading q: stage o there, this block's columns
     if (run.write_o) {
       if (kh == 0)
-        chain_stage_o<M, 0>(st.q, O, p.scale, rb, lane);
+        chain_store_o<M, 0>(p, s.o_stage[warp], O, n, h, tok0, rows, row0, lane);
       else
-        chain_stage_o<M, 1>(st.q, O, p.scale, rb, lane);
-    }
-    __syncthreads();
-    if (run.write_o) {
-#pragma unroll
-      for (int i = 0; i < kC * kChainRows / 8 / kChainThreads; ++i) {
-        const int idx = tid + kChainThreads * i, r = idx / (kChainRows / 8), col = (idx % (kChainRows / 8)) * 8;
-        if (r >= rows) continue;
-        uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r) * p.o.tok + h * p.o.head;
-        *reinterpret_cast<uint4*>(o + v0 + col) = *reinterpret_cast<const uint4*>(&st.q[r][col]);
-      }
+        chain_store_o<M, 1>(p, s.o_stage[warp], O, n, h, tok0, rows, row0, lane);
     }
   }
   cp_async_wait<0>();

@@ -537,15 +537,16 @@ __device__ __forceinline__ void key_products(const ChainTiles& ct, int lane, con
   }
 }
 
-// O^T of token blocks [np0, np1) (16 tokens each; the S Qc^T sums complete): scaled by
-// gamma_t / ||q_t||, plus D^T P^T over those tokens (P lower triangular).
-template <class M>
+// O^T of the token blocks in kBlocks (bit b: tokens [16 b, +16); the S Qc^T sums complete):
+// scaled by gamma_t / ||q_t||, plus D^T P^T over those tokens (P lower triangular).
+template <class M, unsigned kBlocks>
 __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, const float (&D)[8][4],
-                                               float (&O)[8][4], int np0, int np1) {
+                                               float (&O)[8][4]) {
   const int q = lane & 3;
+  constexpr int kLast = kBlocks & 8u ? 3 : kBlocks & 4u ? 2 : kBlocks & 2u ? 1 : 0;  // highest block
 #pragma unroll
   for (int t = 0; t < 8; ++t) {
-    if (t < 2 * np0 || t >= 2 * np1) continue;
+    if (!((kBlocks >> (t / 2)) & 1u)) continue;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int tok = 8 * t + 2 * q + e;
@@ -556,12 +557,12 @@ __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, c
   }
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
-    if (ks >= np1) continue;
+    if (ks > kLast) continue;
     uint32_t dh[4], dl[4];
     acc_to_a_split<M>(D, ks, dh, dl);
 #pragma unroll
     for (int np = ks; np < kC / 16; ++np) {  // P[t][t'] = 0 for t' > t
-      if (np < np0 || np >= np1) continue;
+      if (!((kBlocks >> np) & 1u)) continue;
       uint32_t ph[4], pl[4];  // B[t'][t] = P[t][t']
       ldsm_x4(ph, b_rows(ct.p_hi, kLdCC, 16 * ks, 16 * np, lane));
       ldsm_x4(pl, b_rows(ct.p_lo, kLdCC, 16 * ks, 16 * np, lane));
@@ -580,7 +581,7 @@ template <class M>
 __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
                                               float (&D)[8][4], float (&O)[8][4]) {
   key_products<M>(ct, lane, S, D, O, 0);
-  finish_outputs<M>(ct, lane, D, O, 0, kC / 16);
+  finish_outputs<M, 0xFu>(ct, lane, D, O);
 }
 
 // S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, the warp's rows and key columns

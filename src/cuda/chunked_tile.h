@@ -160,13 +160,24 @@ struct ChainStage {
   uint16_t p_lo[kC][kLdCC];
   float G[kC], rq[kC], rk[kC];
 };
+// Token blocks (16 tokens each) whose outputs a key half finishes: the triangular D^T P^T costs
+// 1, 2, 3, 4 k-steps for blocks 0..3, so halves {0, 3} and {1, 2} take 5 each.
+constexpr unsigned key_half_blocks(int kh) { return kh == 0 ? 0x9u : 0x6u; }
+// The i-th (0..3) n8 token tile of key half kh's blocks.
+constexpr int key_half_tile(int kh, int i) { return kh == 0 ? (i < 2 ? i : 4 + i) : 2 + i; }
+inline constexpr int kOStageLd = 16 + 8;  // row stride of a warp's o staging tile (48 B: no store conflicts)
+
 struct ChainSmem {
   ChainStage stage[2];
   float4 partial_d[kChainWarps][8][32];  // a warp's D^T partial sum: 8 tiles x 32 lanes
   float4 partial_o[kChainWarps][4][32];  // its O^T partial sum over the partner's tokens
+  uint16_t o_stage[kChainWarps][kC / 2][kOStageLd];  // a warp's o: its 32 tokens x 16 rows
 };
-static_assert(sizeof(ChainSmem) <= kSmemBytes && sizeof(PrepSmem) <= kSmemBytes,
-              "the split form fits wherever the fused kernel does");
+// The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:
+// 227 KB opt-in).
+constexpr size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
+inline constexpr size_t kChunkedSmemBytes = max_of(kSmemBytes, max_of(sizeof(ChainSmem), sizeof(PrepSmem)));
+static_assert(kChunkedSmemBytes <= 227 * 1024, "every chunked block fits Hopper's opt-in shared memory");
 
 // Chunk slots of the workspace: dense, sequence n's chunk c is slot n ceil(T / C) + c; packed,
 // it is floor(bos_n / C) + n + c, which no other sequence's chunks reach (floor(b / C) +

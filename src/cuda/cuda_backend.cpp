@@ -88,18 +88,24 @@ bool one_token(const Problem& p) {
                                  int(dtype_size(state_dtype(p))), true);
 }
 
-// The decode kernel for p (decode_launch.h). The plain bf16 form only when the environment
-// variable GDN_DECODE_FORM is `plain`: it has not run on a GPU yet (docs/NOTES.md), so it stays
-// opt-in until its tests and benchmark have; the benchmark compares the two through it.
+// The decode kernel for p (decode_launch.h): for one token a sequence in the vk layout with
+// bf16 q, k, v, o, the form with the plain (log-decay g, beta probability, both f32, no norm) or
+// the serving (raw gate, beta logit, q/k L2 norm) inputs fixed at compile time, when the call is
+// one of those; otherwise the generic one-token kernel. GDN_DECODE_FORM=generic keeps the
+// generic kernel for every call (to compare the forms: bench_decode.py, the DecodeForms tests).
 cuda::DecodeForm decode_form(const Problem& p) {
   if (!one_token(p)) return cuda::DecodeForm::kTokens;
-  const auto bf16 = [](const TokenTensor& t) { return t.dtype == GDN_DTYPE_BF16; };
-  const bool plain = p.state_layout == GDN_STATE_VK && bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.o) &&
-                     p.gate == GDN_GATE_LOG_DECAY && p.g.dtype == GDN_DTYPE_F32 && p.beta.dtype == GDN_DTYPE_F32 &&
-                     p.beta_mode == GDN_BETA_PROB && !p.qk_l2norm && !p.has_snapshots;
   const char* chosen = std::getenv("GDN_DECODE_FORM");
-  const bool opted_in = chosen && std::strcmp(chosen, "plain") == 0;
-  return plain && opted_in ? cuda::DecodeForm::kOneTokenPlainBf16 : cuda::DecodeForm::kOneToken;
+  if (chosen && std::strcmp(chosen, "generic") == 0) return cuda::DecodeForm::kOneToken;
+  const auto bf16 = [](const TokenTensor& t) { return t.dtype == GDN_DTYPE_BF16; };
+  const bool vk_bf16 = p.state_layout == GDN_STATE_VK && bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.o) &&
+                       !p.has_snapshots;
+  if (vk_bf16 && p.gate == GDN_GATE_LOG_DECAY && p.g.dtype == GDN_DTYPE_F32 && p.beta.dtype == GDN_DTYPE_F32 &&
+      p.beta_mode == GDN_BETA_PROB && !p.qk_l2norm)
+    return cuda::DecodeForm::kOneTokenPlainBf16;
+  if (vk_bf16 && p.gate == GDN_GATE_RAW && p.beta_mode == GDN_BETA_LOGIT && p.qk_l2norm)
+    return cuda::DecodeForm::kOneTokenServingBf16;
+  return cuda::DecodeForm::kOneToken;
 }
 
 // State rows (vk) or columns (kv) of V per CTA of the recurrent kernel; 0: K not built.

@@ -258,6 +258,23 @@ struct PlainBf16Inputs {
   static constexpr bool kSnapshots = false;
 };
 
+// The serving decode call (Qwen3-Next in an engine): bf16 q, k, v, o; the gate computed in the
+// kernel from a, A_log, dt_bias (raw); beta as a logit; q/k L2 norm; no snapshots. The gate
+// inputs' dtypes (f32 or bf16 a, beta, A_log, dt_bias), scale, pool and padding stay run-time.
+struct ServingBf16Inputs {
+  __device__ static int q(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static int k(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static int v(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static int o(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  __device__ static const TokenView& gate_input(const DecodeParams& p) { return p.a; }
+  __device__ static int gate_input_dtype(const DecodeParams& p) { return p.a.dtype; }
+  __device__ static int beta(const DecodeParams& p) { return p.beta.dtype; }
+  __device__ static int gate(const DecodeParams&) { return GDN_GATE_RAW; }
+  __device__ static bool beta_logit(const DecodeParams&) { return true; }
+  __device__ static bool l2norm(const DecodeParams&) { return true; }
+  static constexpr bool kSnapshots = false;
+};
+
 // ---- gates (SPEC "Conventions"), per (token, value head); the same in every thread
 
 struct Gates {

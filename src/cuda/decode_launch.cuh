@@ -24,11 +24,13 @@ cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
 
 // One token per sequence: a kernel without the token loop where it differs from the general
 // one (vk; a bf16 state, held as stored); kv with an f32 state would compile to the same tile.
-// vk, plain bf16 inputs: the one-token kernel with them fixed at compile time.
+// vk, plain or serving bf16 inputs: the one-token kernel with them fixed at compile time.
 template <bool KV, int K, class S>
 cudaError_t launch_k(const DecodeParams& p, DecodeForm form, cudaStream_t stream) {
-  if constexpr (!KV)
+  if constexpr (!KV) {
     if (form == DecodeForm::kOneTokenPlainBf16) return launch_tile<KV, K, S, true, PlainBf16Inputs>(p, stream);
+    if (form == DecodeForm::kOneTokenServingBf16) return launch_tile<KV, K, S, true, ServingBf16Inputs>(p, stream);
+  }
   if constexpr (sizeof(S) == 2 || !KV)
     if (form != DecodeForm::kTokens) return launch_tile<KV, K, S, true>(p, stream);
   return launch_tile<KV, K, S, false>(p, stream);

@@ -14,14 +14,17 @@ namespace gdn::cuda {
 //   kOneToken           at most one token per sequence (dense, T <= 1): no token loop, a bf16
 //                       state held as stored; every option;
 //   kOneTokenPlainBf16  one token, vk, and the plain inputs fixed at compile time: bf16 q, k, v,
-//                       o; f32 g (log decay) and beta (probability); no q/k norm, no snapshots
-//                       (AnyInputs / PlainBf16Inputs, decode_common.cuh); opt-in for now
-//                       (GDN_DECODE_FORM=plain).
-enum class DecodeForm { kTokens, kOneToken, kOneTokenPlainBf16 };
+//                       o; f32 g (log decay) and beta (probability); no q/k norm, no snapshots;
+//   kOneTokenServingBf16  one token, vk, the serving inputs fixed: bf16 q, k, v, o; raw gate,
+//                       beta logit, q/k L2 norm, no snapshots (gate input dtypes run-time).
+// The last two are AnyInputs' kernel with fewer choices left to run time (PlainBf16Inputs,
+// ServingBf16Inputs in decode_common.cuh): the same arithmetic, the same bits, about half
+// the instructions. GDN_DECODE_FORM=generic keeps kOneToken for them (to compare).
+enum class DecodeForm { kTokens, kOneToken, kOneTokenPlainBf16, kOneTokenServingBf16 };
 
 // Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
 // of decode_threads(KV) threads. S: float or Bf16; form: as above (kv has no plain form: it
-// takes kOneToken's kernel).
+// takes kOneToken's kernel for every one-token form).
 template <bool KV, class S>
 cudaError_t launch_decode(const DecodeParams& p, DecodeForm form, cudaStream_t stream);
 

@@ -118,12 +118,15 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
       sum[R + r] = b;  // S_v . q (raw q)
     }
     const float total = sum_within_group_transposed<C, L>(sum);
-    // a-lanes (mine < R): delta of row mine; b-lanes take it from the a-lane of their row
-    const float delta_a = gate.beta * (v - gate.alpha * rk * total);
+    // a-lanes (mine < R): delta of row mine; b-lanes take it from the a-lane of their row.
+    // The roundings are spelled out (__fmaf_rn, __fmul_rn) so that every form of the kernel,
+    // whatever the compiler folds of its compile-time inputs, contracts the same way: the
+    // forms give the same bits (DecodeForms tests).
+    const float delta_a = gate.beta * __fmaf_rn(-(gate.alpha * rk), total, v);
     const float delta = __shfl_sync(0xffffffffu, delta_a, base + ((mine % R) << SH));
     if (mine >= R && (c & ((1 << SH) - 1)) == 0)  // scale (S' q)_v
       store_scalar(p.o, In::o(p), token_offset(p.o, n, tok, h) + my_row,
-                   p.scale * (gate.alpha * rq * total + delta * kq));
+                   p.scale * __fmaf_rn(gate.alpha * rq, total, __fmul_rn(delta, kq)));
 
     // S' = alpha S + delta k^T (k normalised)
 #pragma unroll
@@ -132,7 +135,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
       float x[W];
       s.get(r, x);
 #pragma unroll
-      for (int e = 0; e < W; ++e) x[e] = gate.alpha * x[e] + dk * k[e];
+      for (int e = 0; e < W; ++e) x[e] = __fmaf_rn(dk, k[e], __fmul_rn(gate.alpha, x[e]));
       s.set(r, x);
     }
 

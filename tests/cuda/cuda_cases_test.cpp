@@ -98,8 +98,9 @@ std::vector<Case> extra_cases() {
       {"packed_zero_len_kv_pool", "seqlens=0:2:0:5,Hk=2,Hv=4,K=64,V=128,layout=kv,pool=7,pad=1,inplace=1"},
       {"pool_padding_f16", "N=5,T=3,Hk=2,Hv=4,K=128,V=64,dtype=f16,gdtype=f16,pool=9,pad=2"},
       {"strided_decode", "N=4,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,strided=1,pool=6,pad=1,inplace=1"},
-      // plain bf16 inputs (with GDN_DECODE_FORM=plain, the kernel with them fixed at compile
-      // time; DecodeForms.PlainBf16MatchesGeneric runs that): K = 64, pools, a bf16 state
+      // plain bf16 inputs (the one-token kernel with them fixed at compile time;
+      // DecodeForms.SpecialisedFormsMatchGeneric compares it with the generic one): K = 64,
+      // pools, a bf16 state
       {"decode_plain_k64_pool", "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,pool=7,pad=1,inplace=1"},
       {"decode_plain_bf16state_pool_tiled", "N=4,T=1,Hk=2,Hv=6,K=128,V=64,dtype=bf16,sdtype=bf16,pool=6,pad=1,"
                                             "map=tiled,scale=0.3"},

@@ -226,20 +226,25 @@ TEST(Streams, TwoProblemsConcurrently) {
   cudaStreamDestroy(s2);
 }
 
-// The one-token kernel specialised for plain bf16 inputs (decode_launch.h) computes what the
-// generic one does, in the same order: the same bits, with a pool, padding and in place, for an
-// f32 and a bf16 state and both head dims.
-TEST(DecodeForms, PlainBf16MatchesGeneric) {
+// The one-token kernels specialised for plain and for serving bf16 inputs (decode_launch.h,
+// chosen by default for such calls) compute what the generic one does, in the same order: the
+// same bits, with a pool, padding and in place, for an f32 and a bf16 state, both head dims,
+// f32 and bf16 gate inputs. GDN_DECODE_FORM=generic runs the generic kernel.
+TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1,scale=0.3",
-                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,pool=6,pad=1,map=tiled"}) {
+                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,pool=6,pad=1,map=tiled",
+                           "N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,beta=logit,l2norm=1,pool=8,pad=1,"
+                           "inplace=1,scale=0.3",
+                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,gdtype=bf16,sdtype=bf16,gate=raw,beta=logit,"
+                           "l2norm=1,pool=6,pad=1,map=tiled"}) {
     Case c = parse_case(text);
     c.seed = fresh_seed();
     c.path = GDN_PATH_RECURRENT;
     const GeneratedInputs pristine = generate(c);
-    GeneratedInputs plain = pristine, generic = pristine;
-    for (GeneratedInputs* in : {&plain, &generic}) {
-      if (in == &plain) setenv("GDN_DECODE_FORM", "plain", 1);
+    GeneratedInputs specialised = pristine, generic = pristine;
+    for (GeneratedInputs* in : {&specialised, &generic}) {
+      if (in == &generic) setenv("GDN_DECODE_FORM", "generic", 1);
       DeviceBuffers dev(*in, 0);
       gdn_forward_args a = dev.args(*in, GDN_BACKEND_CUDA, nullptr);
       const gdn_status s = gdn_forward(&a);
@@ -248,8 +253,9 @@ TEST(DecodeForms, PlainBf16MatchesGeneric) {
       dev.synchronize(nullptr);
       dev.download(*in);
     }
-    for (int64_t i = 0; i < plain.o.numel(); ++i) ASSERT_TRUE(same_bits(plain.o, generic.o, i)) << text << ": o at " << i;
-    const HostTensor &sp = *plain.final_state_out(), &sg = *generic.final_state_out();
+    for (int64_t i = 0; i < specialised.o.numel(); ++i)
+      ASSERT_TRUE(same_bits(specialised.o, generic.o, i)) << text << ": o at " << i;
+    const HostTensor &sp = *specialised.final_state_out(), &sg = *generic.final_state_out();
     for (int64_t i = 0; i < sp.numel(); ++i) ASSERT_TRUE(same_bits(sp, sg, i)) << text << ": state at " << i;
   }
 }
