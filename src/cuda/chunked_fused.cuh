@@ -1,7 +1,7 @@
 // The fused chunked prefill kernel: one CTA of 8 warps per (sequence, value head) walks the
 // sequence chunk by chunk and does every step (chunked_steps.cuh) of every chunk; the V x K f32
 // state never leaves registers between chunks. No workspace. The form for batches with at
-// least about one CTA per SM (split_form_pays() in chunked_tile.h). Included by one .cu per input
+// least about one CTA per SM (choose_form() in chunked_tile.h). Included by one .cu per input
 // dtype (explicit instantiations).
 #pragma once
 

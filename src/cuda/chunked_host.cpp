@@ -76,8 +76,10 @@ bool split_form_fits(const Problem& p) {
 
 // How the chunked path runs p (chunked_tile.h): the form, the sequence split or the windows,
 // and the workspace they need, decided once for the workspace query and the call alike.
-//  - form: split_form_pays() on the device's SM count, unless the environment variable
-//    GDN_CHUNKED_FORM is `fused` or `split` (the tests and benchmarks run every form through it);
+//  - form: choose_form() on the device's SM count (fused, or split with the key-half or the full
+//    chain), unless the environment variable GDN_CHUNKED_FORM is `fused`, `split` (the model's
+//    chain), `split1` (the full chain) or `split2` (the key-half chain): the tests and benchmarks
+//    run every form through it;
 //  - sequence split: dense batches only (a packed batch's lengths are in device memory),
 //    plan_segments(), or GDN_CHUNKED_SEGMENTS=M segments; dropped if its workspace would pass
 //    kMaxOnePassWorkspaceBytes;
@@ -87,6 +89,7 @@ bool split_form_fits(const Problem& p) {
 //    windows, else kMaxOnePassWorkspaceBytes) runs fused instead, unless GDN_CHUNKED_FORM=split.
 struct ChunkedPlan {
   bool split = false;
+  int chain_split = ck::kVSplit;  // chain CTAs per (sequence, value head)
   ck::SegmentPlan segments{1, 0};
   ck::WindowPlan windows;
   size_t prepared_bytes = 0;   // the prepared chunks (with windows: one window buffer), first
@@ -103,21 +106,29 @@ ChunkedPlan plan_call(const Problem& p) {
   if (!split_form_fits(p)) return plan;
   const int sms = sm_count(p.device_id);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
-  const int64_t chain_ctas = p.N * p.Hv * ck::kVSplit;
+  const char* form = std::getenv("GDN_CHUNKED_FORM");
+  const ck::FormChoice choice = ck::choose_form(p.N * p.Hv, sms, !p.packed && chunks >= ck::kMinOverlapChunks);
+  plan.chain_split = choice.chain_split;
+  if (form && std::strcmp(form, "split1") == 0) plan.chain_split = 1;
+  if (form && std::strcmp(form, "split2") == 0) plan.chain_split = ck::kVSplit;
   const size_t chunk_bytes = sizeof(ck::PreparedChunk);
   const size_t state_bytes = size_t(p.V) * size_t(p.K) * sizeof(float);
   plan.segments = ck::SegmentPlan{1, chunks};
   plan.prepared_bytes = size_t(chunk_slots(p)) * size_t(p.Hv) * chunk_bytes;
   if (!p.packed) {
-    const ck::SegmentPlan s = ck::plan_segments(chunks, chain_ctas, sms, int(env_int("GDN_CHUNKED_SEGMENTS", 0)));
-    const int64_t pass1 = chain_ctas * ck::pass1_runs(s.segments);
+    // the sequence split runs on the key-half chain
+    const int64_t half_ctas = p.N * p.Hv * ck::kVSplit;
+    const ck::SegmentPlan s = ck::plan_segments(chunks, half_ctas, sms, int(env_int("GDN_CHUNKED_SEGMENTS", 0)));
+    const int64_t pass1 = half_ctas * ck::pass1_runs(s.segments);
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
     const size_t states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes;
     if (s.segments > 1 && pass1 <= INT_MAX && combine <= INT_MAX &&
         plan.prepared_bytes + states <= ck::kMaxOnePassWorkspaceBytes) {
       plan.segments = s;
+      plan.chain_split = ck::kVSplit;
       plan.workspace_bytes = plan.prepared_bytes + states;
     } else {
+      const int64_t chain_ctas = p.N * p.Hv * plan.chain_split;
       const int64_t forced = env_int("GDN_CHUNKED_WINDOWS", -1);
       const size_t all_heads = size_t(p.N) * size_t(p.Hv) * chunk_bytes;
       if (forced < 0) {
@@ -136,11 +147,9 @@ ChunkedPlan plan_call(const Problem& p) {
   if (plan.workspace_bytes == 0) plan.workspace_bytes = plan.prepared_bytes;
 
   const size_t cap = plan.windows.window_chunks > 0 ? ck::kMaxSplitWorkspaceBytes : ck::kMaxOnePassWorkspaceBytes;
-  plan.split = ck::split_form_pays(p.N * p.Hv, sms) && plan.workspace_bytes <= cap;
-  if (const char* form = std::getenv("GDN_CHUNKED_FORM")) {
-    if (std::strcmp(form, "split") == 0) plan.split = true;
-    if (std::strcmp(form, "fused") == 0) plan.split = false;
-  }
+  plan.split = choice.split && plan.workspace_bytes <= cap;
+  if (form && std::strncmp(form, "split", 5) == 0) plan.split = true;
+  if (form && std::strcmp(form, "fused") == 0) plan.split = false;
   if (!plan.split) plan.workspace_bytes = 0;
   return plan;
 }
@@ -285,6 +294,7 @@ gdn_status cuda_chunked_forward(const Problem& p) {
     c.prepared = p.workspace;
     c.chunk_slots = chunk_slots(p);
     c.chunks_per_seq = (p.T + ck::kC - 1) / ck::kC;
+    c.chain_split = plan.chain_split;
     c.segments = plan.segments.segments;
     c.seg_chunks = plan.segments.seg_chunks;
     if (c.segments > 1)

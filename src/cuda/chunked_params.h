@@ -19,6 +19,7 @@ struct ChunkParams : BatchParams {
   void* prepared = nullptr;     // workspace: PreparedChunk [chunk slots, Hv]
   int64_t chunk_slots = 0;      // chunk_slots() of chunked_tile.h
   int64_t chunks_per_seq = 0;   // dense: ceil(T / C)
+  int32_t chain_split = 2;      // chain CTAs per (sequence, value head): 2 key-half, 1 full (chunked_tile.h)
   // the exact sequence split (context parallelism inside the GPU), dense batches only
   int32_t segments = 1;         // segments per sequence (1: none)
   int32_t seg_pass = 0;         // chain pass: 0 whole sequences, 1 segment runs, 2 segments again

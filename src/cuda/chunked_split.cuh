@@ -12,6 +12,8 @@
 // (the two key halves are summed apart, then added). Included by one .cu per input dtype.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/chunked_steps.cuh"
 
 namespace gdn::cuda::chunked {
@@ -118,26 +120,29 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 // ---- chain
 
 // The chain's per-thread copy plan, fixed for the CTA: where its 16-byte pieces of q and k
-// start (token 0 of the sequence, key head j), and the shared-memory addresses of stage 0.
+// start (token 0 of the sequence, key head j), and the shared-memory address of stage 0 (a
+// ChainStage, or with kWithU a ChainStageFull, which also takes U^T).
+template <bool kWithU>
 struct ChainLoader {
+  using Stage = typename std::conditional<kWithU, ChainStageFull, ChainStage>::type;
   const uint16_t* q;      // q of token bos, this thread's column
   const uint16_t* k;
   int64_t q_tok, k_tok;   // token strides (elements)
   uint32_t stage0;        // shared address of stage 0
   int tid;
 
-  __device__ __forceinline__ ChainLoader(const ChunkParams& p, const ChainSmem& s, int64_t n, const Sequence& sq,
+  __device__ __forceinline__ ChainLoader(const ChunkParams& p, const Stage* stages, int64_t n, const Sequence& sq,
                                          int j, int tid_)
-      : q_tok(p.q.tok), k_tok(p.k.tok), stage0(smem_addr(&s.stage[0])), tid(tid_) {
+      : q_tok(p.q.tok), k_tok(p.k.tok), stage0(smem_addr(stages)), tid(tid_) {
     const int col = (tid & 15) * 8;
     q = static_cast<const uint16_t*>(p.q.p) + n * p.q.seq + sq.bos * p.q.tok + j * p.q.head + col;
     k = static_cast<const uint16_t*>(p.k.p) + n * p.k.seq + sq.bos * p.k.tok + j * p.k.head + col;
   }
 
   // cp.async of chunk c (`rows` live tokens) into stage `buf`: q, k rows (zero past rows), the
-  // prepared chunk's -W, P and factors.
+  // prepared chunk's -W, P and factors (and U^T).
   __device__ __forceinline__ void load(const PreparedChunk& pc, int64_t c, int rows, int buf) const {
-    const uint32_t st = stage0 + uint32_t(buf) * uint32_t(sizeof(ChainStage));
+    const uint32_t st = stage0 + uint32_t(buf) * uint32_t(sizeof(Stage));
     const int col = (tid & 15) * 8;
 #pragma unroll
     for (int i = 0; i < kC * kK / 8 / kChainThreads; ++i) {  // 16 pieces a row
@@ -163,6 +168,15 @@ struct ChainLoader {
                         offsetof(ChainStage, rk) == offsetof(ChainStage, G) + 2 * kC * 4,
                     "G, rq, rk are one run of 3 C floats");
       cp_async16_at(st + uint32_t(offsetof(ChainStage, G)) + 16 * tid, pc.G + 4 * tid, 16);
+    }
+    if constexpr (kWithU) {  // U^T fragments: one contiguous 32 KB run in both
+      constexpr int kPieces = int(sizeof(PreparedChunk::u_frags) / 16);
+      const float4* from = &pc.u_frags[0][0][0];
+#pragma unroll
+      for (int i = 0; i < kPieces / kChainThreads; ++i) {
+        const int idx = tid + kChainThreads * i;
+        cp_async16_at(st + uint32_t(offsetof(ChainStageFull, u)) + 16 * idx, from + idx, 16);
+      }
     }
   }
 };
@@ -298,15 +312,16 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
 }
 
 // The run's start state as the warp's accumulator tiles (rows [row0, +16), key columns
-// [col0, +64)).
+// [col0, +8 kTiles)).
+template <int kTiles>
 __device__ __forceinline__ void load_run_start(const ChunkParams& p, const ChainRun& run, int64_t slot, int h,
-                                               float (&S)[8][4], int row0, int col0, int g, int q) {
+                                               float (&S)[kTiles][4], int row0, int col0, int g, int q) {
   if (run.start == kStartInitial) {
     load_state(p, slot, h, S, row0, col0, g, q);
     return;
   }
 #pragma unroll
-  for (int t = 0; t < 8; ++t)
+  for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
@@ -318,10 +333,11 @@ __device__ __forceinline__ void load_run_start(const ChunkParams& p, const Chain
     }
 }
 
-__device__ __forceinline__ void store_segment_state(float* state, const float (&S)[8][4], int row0, int col0, int g,
-                                                    int q) {
+template <int kTiles>
+__device__ __forceinline__ void store_segment_state(float* state, const float (&S)[kTiles][4], int row0, int col0,
+                                                    int g, int q) {
 #pragma unroll
-  for (int t = 0; t < 8; ++t)
+  for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
@@ -329,49 +345,87 @@ __device__ __forceinline__ void store_segment_state(float* state, const float (&
     }
 }
 
+// The full chain's warp: its o (all C tokens, its 16 rows, scaled) to global memory through its
+// 4 KB of the stage's U^T (read at the step's start), token-major: a warp-local transpose.
 template <class M>
+__device__ __forceinline__ void chain_store_o_full(const ChunkParams& p, uint16_t (*stage)[kOStageLd],
+                                                   const float (&O)[8][4], int64_t n, int h, int64_t tok0, int rows,
+                                                   int col0, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  __syncwarp();  // every lane has read its U^T fragments
+#pragma unroll
+  for (int t = 0; t < 8; ++t)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = 8 * t + 2 * q + e;
+      stage[tok][g] = M::one(p.scale * O[t][e]);
+      stage[tok][g + 8] = M::one(p.scale * O[t][2 + e]);
+    }
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // lane: token 16 k + lane / 2, half lane % 2 of its 16 rows
+    const int tok = 16 * k + (lane >> 1), half = lane & 1;
+    if (tok < rows) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + tok) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + col0 + 8 * half) = *reinterpret_cast<const uint4*>(&stage[tok][8 * half]);
+    }
+  }
+}
+
+// One chain CTA (chunked_tile.h): kSplit = 2, the key-half chain (64 state rows, ChainSmem);
+// kSplit = 1, the full chain (all 128 rows, ChainSmemFull).
+template <class M, int kSplit>
 __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __grid_constant__ ChunkParams p) {
+  static_assert(kSplit == 1 || kSplit == 2, "chain shapes");
+  constexpr bool kFull = kSplit == 1;
+  constexpr int kRows = kV / kSplit;    // state rows of the CTA
+  constexpr int kTiles = kK / 8 / kSplit;  // a warp's key-column tiles
+  using Smem = typename std::conditional<kFull, ChainSmemFull, ChainSmem>::type;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  ChainSmem& s = *reinterpret_cast<ChainSmem*>(smem_raw);
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
-  const int rb = warp % kChainRowBlocks, kh = warp / kChainRowBlocks;  // row block, key half
-  const int partner = warp ^ kChainRowBlocks;                          // same rows, other key half
-  const int64_t units = p.N * p.Hv * kVSplit;                          // CTAs per run of every sequence
+  const int rb = kFull ? warp : warp % kChainRowBlocks;  // the warp's row block
+  const int kh = kFull ? 0 : warp / kChainRowBlocks;     // key half (key-half chain)
+  const int partner = warp ^ kChainRowBlocks;            // same rows, other key half
+  const int64_t units = p.N * p.Hv * kSplit;             // CTAs per run of every sequence
   const int role = int(blockIdx.x / units);
   const int64_t unit = blockIdx.x % units;
-  const int block = int(unit % kVSplit);
-  const int64_t sequence_head = unit / kVSplit;
+  const int block = int(unit % kSplit);
+  const int64_t sequence_head = unit / kSplit;
   const int64_t n = longest_first(p, sequence_head / p.Hv);
   const int h = int(sequence_head % p.Hv);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;
-  const int v0 = block * kChainRows;  // this CTA's state rows [v0, v0 + kChainRows)
-  const int row0 = v0 + 16 * rb;      // the warp's
+  const int v0 = block * kRows;      // this CTA's state rows [v0, v0 + kRows)
+  const int row0 = v0 + 16 * rb;     // the warp's
+  const int col0 = kFull ? 0 : 64 * kh;  // the warp's key columns [col0, +8 kTiles)
 
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;
   if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
     if (role != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0)) return;
-    for (int64_t r = tid >> 3; r < sq.len; r += kChainThreads / 8) {
+    constexpr int kPieces = kRows / 8;  // 16-byte pieces a token row
+    for (int64_t r = tid / kPieces; r < sq.len; r += kChainThreads / kPieces) {
       uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
-      *reinterpret_cast<uint4*>(o + v0 + (tid & 7) * 8) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(o + v0 + (tid % kPieces) * 8) = make_uint4(0u, 0u, 0u, 0u);
     }
     return;
   }
   const int64_t chunks = (sq.len + kC - 1) / kC;
   const ChainRun run = chain_run(p, role, n, h, chunks);
 
-  float S[8][4];  // state rows [row0, +16), key columns [64 kh, +64), f32
-  load_run_start(p, run, sq.slot, h, S, row0, 64 * kh, g, q);
+  float S[kTiles][4];  // state rows [row0, +16), key columns [col0, +8 kTiles), f32
+  load_run_start(p, run, sq.slot, h, S, row0, col0, g, q);
   const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
   const auto prepared = [&](int64_t c) -> const PreparedChunk& { return prepared_h[chunk_slot(p, n, sq, c) * p.Hv]; };
   const bool read_u = kh == 0 && run.use_u;
-  float4 u_next[8];  // key half 0: U^T of the next chunk
-  const ChainLoader loader(p, s, n, sq, j, tid);
+  float4 u_next[kFull ? 1 : 8];  // key-half chain, key half 0: U^T of the next chunk
+  const ChainLoader<kFull> loader(p, s.stage, n, sq, j, tid);
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   if (run.c_begin < run.c_end) {
     loader.load(prepared(run.c_begin), run.c_begin, live_rows(run.c_begin), 0);
-    if (read_u) load_u(prepared(run.c_begin), row0, lane, u_next);
+    if constexpr (!kFull)
+      if (read_u) load_u(prepared(run.c_begin), row0, lane, u_next);
   }
   cp_async_commit();
 
@@ -379,45 +433,63 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
     const int buf = int((c - run.c_begin) & 1);
     const int64_t tok0 = sq.bos + c * kC;
     const int rows = live_rows(c);
-    float D[8][4];  // D^T <- U^T (key half 0) or 0: [16 value rows, C tokens]
+    float D[8][4];  // D^T <- U^T (key half 0 / the full chain) or 0: [16 value rows, C tokens]
+    if constexpr (!kFull) {
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      D[t][0] = read_u ? u_next[t].x : 0.f;
-      D[t][1] = read_u ? u_next[t].y : 0.f;
-      D[t][2] = read_u ? u_next[t].z : 0.f;
-      D[t][3] = read_u ? u_next[t].w : 0.f;
+      for (int t = 0; t < 8; ++t) {
+        D[t][0] = read_u ? u_next[t].x : 0.f;
+        D[t][1] = read_u ? u_next[t].y : 0.f;
+        D[t][2] = read_u ? u_next[t].z : 0.f;
+        D[t][3] = read_u ? u_next[t].w : 0.f;
+      }
     }
-    __syncthreads();  // chunk c - 1 is done with the other stage and the partial sums
+    __syncthreads();  // chunk c - 1 is done with the other stage (and the partial sums)
     if (c + 1 < run.c_end) {
       loader.load(prepared(c + 1), c + 1, live_rows(c + 1), buf ^ 1);
-      if (read_u) load_u(prepared(c + 1), row0, lane, u_next);
+      if constexpr (!kFull)
+        if (read_u) load_u(prepared(c + 1), row0, lane, u_next);
     }
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    ChainStage& st = s.stage[buf];
-    const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.rq, st.rk};
-
     float O[8][4];  // O^T: [16 value rows, C tokens]
-    if (kh == 0)
-      chain_partials<M, 0>(s, ct, warp, lane, S, D, O);
-    else
-      chain_partials<M, 1>(s, ct, warp, lane, S, D, O);
-    __syncthreads();
-    if (kh == 0)
-      chain_finish<M, 0>(s, ct, partner, lane, S, D, O);
-    else
-      chain_finish<M, 1>(s, ct, partner, lane, S, D, O);
-    if (run.write_o) {
+    if constexpr (kFull) {
+      ChainStageFull& sf = s.stage[buf];
+      const ChainStage& st = sf.base;
+      const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.rq, st.rk};
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 u = run.use_u ? sf.u[rb][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
+        D[t][0] = u.x, D[t][1] = u.y, D[t][2] = u.z, D[t][3] = u.w;
+      }
+      chain_outputs<M>(ct, lane, S, D, O);
+      advance_state<M>(ct, lane, D, S, 0);
+      if (run.write_o)
+        chain_store_o_full<M>(p, reinterpret_cast<uint16_t(*)[kOStageLd]>(&sf.u[rb][0][0]), O, n, h, tok0, rows,
+                              row0, lane);
+    } else {
+      ChainStage& st = s.stage[buf];
+      const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.rq, st.rk};
       if (kh == 0)
-        chain_store_o<M, 0>(p, s.o_stage[warp], O, n, h, tok0, rows, row0, lane);
+        chain_partials<M, 0>(s, ct, warp, lane, S, D, O);
       else
-        chain_store_o<M, 1>(p, s.o_stage[warp], O, n, h, tok0, rows, row0, lane);
+        chain_partials<M, 1>(s, ct, warp, lane, S, D, O);
+      __syncthreads();
+      if (kh == 0)
+        chain_finish<M, 0>(s, ct, partner, lane, S, D, O);
+      else
+        chain_finish<M, 1>(s, ct, partner, lane, S, D, O);
+      if (run.write_o) {
+        if (kh == 0)
+          chain_store_o<M, 0>(p, s.o_stage[warp], O, n, h, tok0, rows, row0, lane);
+        else
+          chain_store_o<M, 1>(p, s.o_stage[warp], O, n, h, tok0, rows, row0, lane);
+      }
     }
   }
   cp_async_wait<0>();
-  if (run.end_state) store_segment_state(run.end_state, S, row0, 64 * kh, g, q);
-  if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 64 * kh, g, q);
+  if (run.end_state) store_segment_state(run.end_state, S, row0, col0, g, q);
+  if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, col0, g, q);
 }
 
 // S_start(m + 1) = S_start(m) A_m + R_m for m = 1 .. segments - 2, in f32: one CTA per
@@ -473,8 +545,11 @@ cudaError_t set_split_smem_limits() {
   cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(sizeof(PrepSmem)));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_chain_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(chunk_chain_kernel<M, kVSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(sizeof(ChainSmem)));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_chain_kernel<M, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(sizeof(ChainSmemFull)));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kCombineSmemBytes));
@@ -490,10 +565,16 @@ cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
 }
 
 // The chain kernel for pass p.seg_pass: `runs` chain runs of every (sequence, value head)
-// (chain_run: 1 for a whole pass or a window).
+// (chain_run: 1 for a whole pass or a window), p.chain_split CTAs each.
 template <class M>
 cudaError_t launch_chain(const ChunkParams& p, int64_t runs, cudaStream_t stream) {
-  chunk_chain_kernel<M><<<dim3(unsigned(p.N * p.Hv * kVSplit * runs)), dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
+  const dim3 grid(unsigned(p.N * p.Hv * p.chain_split * runs));
+  if (p.chain_split == 1)
+    chunk_chain_kernel<M, 1><<<grid, dim3(kChainThreads), sizeof(ChainSmemFull), stream>>>(p);
+  else if (p.chain_split == kVSplit)
+    chunk_chain_kernel<M, kVSplit><<<grid, dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
+  else
+    return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
 

@@ -1,13 +1,14 @@
 // The chunked (WY / UT-transform) prefill kernels' tiles: chunk length, warps, shared-memory
 // layouts, the workspace's prepared chunks, the auto-path crossover, the choice of form and the
 // sequence split's plan. Host and device code read it; the choices and their
-// reasons live here alone: chunk_tile(), auto_prefers_chunked(), split_form_pays(),
+// reasons live here alone: chunk_tile(), auto_prefers_chunked(), choose_form(),
 // plan_segments().
 // Letters as in SPEC.md: N sequences, T tokens, Hk / Hv heads, K / V head dims, C chunk length.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include <vector_types.h>  // float4
 
@@ -140,11 +141,18 @@ struct PreparedChunk {
 };
 static_assert(sizeof(PreparedChunk) % 256 == 0, "prepared chunks stay 256-byte aligned");
 
-// The chain CTA: kChainRows state rows of one (sequence, value head); warp w holds rows
-// [16 (w % 4), +16) and key columns [64 (w / 4), +64) of them (32 f32 registers a thread), so
-// each warp does half the key-dimension products of a fused-kernel warp and a pair of warps
-// adds its two partial sums through shared memory.
-inline constexpr int kVSplit = 2;                     // chain CTAs per (sequence, value head)
+// The chain CTA comes in two shapes, ChunkParams::chain_split CTAs per (sequence, value head):
+//  2 (kVSplit, the key-half chain): kChainRows = 64 state rows; warp w holds rows
+//    [16 (w % 4), +16) and key columns [64 (w / 4), +64) of them (32 f32 registers a thread),
+//    so each warp does half the key-dimension products of a fused-kernel warp and a pair of
+//    warps adds its two partial sums through shared memory. Twice the CTAs: for few long
+//    sequences, where SMs would idle.
+//  1 (the full chain): all 128 rows; warp w holds rows [16 w, +16) and every key column (64
+//    f32 registers, as the fused kernel), no partial sums; U^T comes through shared memory.
+//    Half the CTAs, but a step of about 6.8 us against 4.3: it pays where the key-half chain
+//    would need a second wave and the full one leaves half the SMs to the preparation beside
+//    it (1 x 32768 at Hv 64).
+inline constexpr int kVSplit = 2;                     // chain CTAs per (sequence, value head), key-half chain
 inline constexpr int kChainRows = kV / kVSplit;       // state rows per chain CTA
 inline constexpr int kChainRowBlocks = kChainRows / 16;
 inline constexpr int kChainWarps = 2 * kChainRowBlocks;
@@ -173,10 +181,23 @@ struct ChainSmem {
   float4 partial_o[kChainWarps][4][32];  // its O^T partial sum over the partner's tokens
   uint16_t o_stage[kChainWarps][kC / 2][kOStageLd];  // a warp's o: its 32 tokens x 16 rows
 };
+// The full chain's stage: ChainStage and U^T of all V rows as the warps' accumulator fragments
+// (PreparedChunk::u_frags copied whole); warp w's 4 KB of it become its o staging tile (64 tokens
+// x 16 rows) once the warp has read them.
+struct ChainStageFull {
+  ChainStage base;            // first: its members keep ChainStage's offsets
+  float4 u[kV / 16][8][32];  // [V, C] U^T: row block, token tile, lane (PreparedChunk::u_frags)
+};
+struct ChainSmemFull {
+  ChainStageFull stage[2];
+};
+static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp's o fits its U fragments");
+
 // The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:
 // 227 KB opt-in).
 constexpr size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
-inline constexpr size_t kChunkedSmemBytes = max_of(kSmemBytes, max_of(sizeof(ChainSmem), sizeof(PrepSmem)));
+inline constexpr size_t kChunkedSmemBytes =
+    max_of(max_of(kSmemBytes, sizeof(ChainSmemFull)), max_of(sizeof(ChainSmem), sizeof(PrepSmem)));
 static_assert(kChunkedSmemBytes <= 227 * 1024, "every chunked block fits Hopper's opt-in shared memory");
 
 // Chunk slots of the workspace: dense, sequence n's chunk c is slot n ceil(T / C) + c; packed,
@@ -239,10 +260,6 @@ constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int 
   return best;
 }
 
-// Which form runs a call: the cheaper by a cost model of the longest chain, per chunk step
-// (us, H200, measured: docs/NOTES.md). Fused: one CTA per (sequence, value head), a step of
-// kFusedStepUs per wave of CTAs. Split: the prepare kernel's CTAs (kPrepCtaUs each, kPrepCtasPerSm
-// per SM) for every chunk of every head, then kChainStepUs per wave of chain CTAs.
 // The split form's workspace grows with T x Hv (about 1 KB per token and value head). Above
 // kMaxSplitWorkspaceBytes a dense call runs in windows (below) whose two buffers fit it. Calls
 // that prepare every chunk at once because they cannot use windows (packed batches: their
@@ -300,16 +317,46 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
   return w;
 }
 
+// Which form runs a call: the cheapest by a cost model per chunk step of the longest chain (us,
+// H200, measured: docs/NOTES.md).
+//   fused      one CTA per (sequence, value head): kFusedStepUs per wave of CTAs.
+//   split(s)   s chain CTAs per (sequence, value head) (chunked_tile.h's two chain shapes): the
+//              prepare kernel's CTAs for every chunk of every head (kPrepCtaUs each,
+//              kPrepCtasPerSm per SM), then chain_step_us(s) per wave of chain CTAs; or, where the
+//              window plan overlaps them (may_overlap: a dense call of at least kMinOverlapChunks
+//              chunks; the chain CTAs at most half the SMs), the slower of the chain (a little
+//              slower beside the preparation) and the preparation on the SMs the chain leaves.
+// The sequence split (plan_segments) is planned on the key-half chain.
 inline constexpr double kFusedStepUs = 13.4;
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
-inline constexpr double kChainStepUs = 4.3;
-constexpr bool split_form_pays(int64_t sequence_heads, int sms) {
-  if (sms <= 0) return false;
-  const int64_t fused_waves = (sequence_heads + sms - 1) / sms;
-  const int64_t chain_waves = (sequence_heads * kVSplit + sms - 1) / sms;
-  const double split = double(sequence_heads) * kPrepCtaUs / double(sms * kPrepCtasPerSm) +
-                       double(chain_waves) * kChainStepUs;
-  return split < double(fused_waves) * kFusedStepUs;
+inline constexpr double kChainStepUs = 4.3;  // the key-half chain
+inline constexpr double kFullChainStepUs = 6.8;  // the full chain (1 x 65536 and 1 x 16384 in split1: 6.8, 7.1)
+inline constexpr double kOverlapSlowdown = 1.08;  // the chain beside the preparation (1 x 65536)
+constexpr double chain_step_us(int chain_split) { return chain_split == 1 ? kFullChainStepUs : kChainStepUs; }
+
+struct FormChoice {
+  bool split = false;
+  int chain_split = kVSplit;
+  double us_per_chunk = 0;  // the model's cost (for the tests)
+};
+constexpr FormChoice choose_form(int64_t sequence_heads, int sms, bool may_overlap) {
+  FormChoice best;
+  if (sms <= 0 || sequence_heads <= 0) return best;
+  const auto waves = [&](int64_t ctas) { return double((ctas + sms - 1) / sms); };
+  best.us_per_chunk = waves(sequence_heads) * kFusedStepUs;
+  for (int split : {kVSplit, 1}) {
+    const int64_t ctas = sequence_heads * split;
+    const double prep_all = double(sequence_heads) * kPrepCtaUs / double(sms * kPrepCtasPerSm);
+    double cost = prep_all + waves(ctas) * chain_step_us(split);
+    if (may_overlap && 2 * ctas <= sms) {
+      const double prep_beside = double(sequence_heads) * kPrepCtaUs / double((sms - ctas) * kPrepCtasPerSm);
+      const double chain = chain_step_us(split) * kOverlapSlowdown;
+      const double overlapped = chain > prep_beside ? chain : prep_beside;
+      if (overlapped < cost) cost = overlapped;
+    }
+    if (cost < best.us_per_chunk) best = FormChoice{true, split, cost};
+  }
+  return best;
 }
 
 }  // namespace gdn::cuda::chunked

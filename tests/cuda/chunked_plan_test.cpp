@@ -42,13 +42,21 @@ TEST(ChunkSlots, DenseSequencesTakeWholeChunks) {
   EXPECT_EQ(chunk_slots(false, 1, 1, 1), 1);
 }
 
-TEST(FormChoice, FusedFillsTheGpuSplitServesFewPairs) {
-  EXPECT_FALSE(split_form_pays(4 * 32, kSms));   // 4 x 8192, Hv 32: fused (measured 1.71 ms vs 2.02)
-  EXPECT_FALSE(split_form_pays(16 * 32, kSms));  // 16 x 4096
-  EXPECT_TRUE(split_form_pays(32, kSms));        // 1 x T, Hv 32 (1x4096: 0.40 ms vs 0.86)
-  EXPECT_TRUE(split_form_pays(64, kSms));        // 1 x T, Hv 64
-  EXPECT_TRUE(split_form_pays(8, kSms));         // Hk/Hv 2/8
-  EXPECT_FALSE(split_form_pays(8, 0));           // no SM count: fused
+// The benchmark shapes (docs/NOTES.md has the measured figures behind the model's constants).
+TEST(FormChoice, BenchmarkShapes) {
+  const auto chain = [](const FormChoice& f) { return f.split ? f.chain_split : 0; };  // 0: fused
+  EXPECT_EQ(chain(choose_form(4 * 32, kSms, true)), 0);   // 4 x 8192, Hv 32: fused (1.73 ms; full chains 1.85)
+  EXPECT_EQ(chain(choose_form(16 * 32, kSms, true)), 0);  // 16 x 4096 (3.44; 3.75)
+  EXPECT_EQ(chain(choose_form(16 * 32, kSms, false)), 0); // packed 16 sequences (1.89; 2.00)
+  EXPECT_EQ(chain(choose_form(32, kSms, true)), 2);       // 1 x T, Hv 32: key halves beside the preparation
+  EXPECT_EQ(chain(choose_form(64, kSms, true)), 1);       // 1 x 32768, Hv 64: full chains beside it (3.75; 4.11)
+  EXPECT_EQ(chain(choose_form(64, kSms, false)), 2);      // Hv 64 without overlap: one wave of key halves
+  EXPECT_EQ(chain(choose_form(8, kSms, true)), 2);        // Hk/Hv 2/8
+  EXPECT_EQ(chain(choose_form(8, 0, true)), 0);           // no SM count: fused
+  for (int64_t pairs : {1, 8, 32, 64, 128, 512, 4096}) {  // never dearer than the fused kernel
+    const FormChoice f = choose_form(pairs, kSms, true);
+    EXPECT_LE(f.us_per_chunk, double((pairs + kSms - 1) / kSms) * kFusedStepUs) << pairs;
+  }
 }
 
 TEST(SegmentPlan, BenchmarkShapes) {

@@ -34,10 +34,11 @@ namespace {
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 // The chunked path's forms, chosen for the calls made while a FormScope lives: the fused
-// kernel, the split pair without the sequence split (segments 1), with it (segments 3: cases of
-// fewer than 3 chunks run unsplit), and in windows of 2 chunks (dense batches of more than 2
-// chunks; overlapped on two streams where the chain CTAs take at most half the SMs, one after
-// the other otherwise, e.g. model_heads).
+// kernel, the split pair (split2: the key-half chain) without the sequence split (segments 1),
+// with it (segments 3: cases of fewer than 3 chunks run unsplit), and in windows of 2 chunks
+// (dense batches of more than 2 chunks; overlapped on two streams where the chain CTAs take at
+// most half the SMs, one after the other otherwise, e.g. model_heads); and the full chain
+// (split1) in one pass and in windows.
 struct Form {
   const char* form;      // GDN_CHUNKED_FORM
   const char* segments;  // GDN_CHUNKED_SEGMENTS (null: the library's plan)
@@ -45,9 +46,11 @@ struct Form {
   const char* name;
 };
 const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
-                       {"split", "1", "0", "split"},
-                       {"split", "3", "0", "split, 3 segments"},
-                       {"split", "1", "2", "split, windows of 2 chunks"}};
+                       {"split2", "1", "0", "split"},
+                       {"split2", "3", "0", "split, 3 segments"},
+                       {"split2", "1", "2", "split, windows of 2 chunks"},
+                       {"split1", "1", "0", "split, full chain"},
+                       {"split1", "1", "2", "split, full chain, windows of 2 chunks"}};
 
 class EnvScope {
  public:
@@ -247,8 +250,8 @@ std::string many_sequences(int count) {
   return text;
 }
 
-// The split form sums the two key halves of D and O apart and then adds them: f32 reordering
-// only. o may differ by one bf16 rounding step in a few elements, an f32 state by f32
+// The split form's key-half chain sums the two key halves of D and O apart and then adds them:
+// f32 reordering only; its full chain sums as the fused kernel does. o may differ by one bf16 rounding step in a few elements, an f32 state by f32
 // roundings, a bf16 state by one bf16 step in a few elements (measured: 2.9e-5).
 TEST(Forms, SplitMatchesFused) {
   GDN_SKIP_WITHOUT_GPU();
@@ -260,18 +263,21 @@ TEST(Forms, SplitMatchesFused) {
     Case c = parse_case(text);
     c.seed = fresh_seed();
     const GeneratedInputs pristine = generate(c);
-    GeneratedInputs fused = pristine, split = pristine;
+    GeneratedInputs fused = pristine;
     {
       const FormScope scope("fused");
       ASSERT_EQ(run_path(fused, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
     }
-    {
-      const FormScope scope("split", "1");
-      ASSERT_EQ(run_path(split, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    for (const char* chain : {"split2", "split1"}) {
+      GeneratedInputs split = pristine;
+      {
+        const FormScope scope(chain, "1");
+        ASSERT_EQ(run_path(split, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      }
+      EXPECT_LE(rel_l2_tensors(split.o, fused.o), 1e-3) << text << ", " << chain;
+      EXPECT_LE(rel_l2_live_slots(split, *split.final_state_out(), *fused.final_state_out()),
+                c.state_dtype == GDN_DTYPE_BF16 ? 2e-4 : 1e-5) << text << ", " << chain;
     }
-    EXPECT_LE(rel_l2_tensors(split.o, fused.o), 1e-3) << text;
-    EXPECT_LE(rel_l2_live_slots(split, *split.final_state_out(), *fused.final_state_out()),
-              c.state_dtype == GDN_DTYPE_BF16 ? 2e-4 : 1e-5) << text;
   }
 }
 
@@ -292,11 +298,11 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
     EXPECT_EQ(bytes, 0u);
   }
   {  // windows of 2 chunks: two window buffers (N 2 Hv chunks each) and the carried f32 states
-    const FormScope scope("split", "1", "2");
+    const FormScope scope("split2", "1", "2");
     ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
     EXPECT_EQ(bytes, size_t(2 * 2 * 2 * 4) * sizeof(cuda::chunked::PreparedChunk) + size_t(2 * 4 * 128 * 128) * 4);
   }
-  const FormScope scope("split", "1", "0");
+  const FormScope scope("split2", "1", "0");
   ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
   EXPECT_EQ(bytes, size_t(2 * 3 * 4) * sizeof(cuda::chunked::PreparedChunk));  // N ceil(T / C) Hv
   EXPECT_EQ(gdn_forward(&a), GDN_STATUS_WORKSPACE_TOO_SMALL);
@@ -325,12 +331,12 @@ TEST(Forms, SegmentsMatchUnsplit) {
     const GeneratedInputs pristine = generate(c);
     GeneratedInputs whole = pristine;
     {
-      const FormScope scope("split", "1");
+      const FormScope scope("split2", "1");
       ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
     }
     for (const char* segments : {"2", "5", "9"}) {
       GeneratedInputs cut = pristine;
-      const FormScope scope("split", segments);
+      const FormScope scope("split2", segments);
       ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
       EXPECT_LE(rel_l2_tensors(cut.o, whole.o), 1e-3) << text << ", segments " << segments;
       if (c.final_state)
@@ -356,19 +362,21 @@ TEST(Forms, WindowsMatchUnwindowed) {
     Case c = parse_case(std::string(text) + ",K=128,V=128");
     c.seed = fresh_seed();
     const GeneratedInputs pristine = generate(c);
-    GeneratedInputs whole = pristine;
-    {
-      const FormScope scope("split", "1", "0");
-      ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-    }
-    for (const char* windows : {"1", "3", "4", static_cast<const char*>(nullptr)}) {  // null: the plan's own
-      GeneratedInputs cut = pristine;
-      const FormScope scope("split", "1", windows);
-      ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-      const std::string of = windows ? windows : "the plan's length";
-      EXPECT_TRUE(same_tensor_bits(cut.o, whole.o)) << text << ", windows of " << of;
-      if (c.final_state)
-        EXPECT_TRUE(same_tensor_bits(*cut.final_state_out(), *whole.final_state_out())) << text << ", windows of " << of;
+    for (const char* chain : {"split2", "split1"}) {
+      GeneratedInputs whole = pristine;
+      {
+        const FormScope scope(chain, "1", "0");
+        ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      }
+      for (const char* windows : {"1", "3", "4", static_cast<const char*>(nullptr)}) {  // null: the plan's own
+        GeneratedInputs cut = pristine;
+        const FormScope scope(chain, "1", windows);
+        ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+        const std::string of = std::string(chain) + ", windows of " + (windows ? windows : "the plan's length");
+        EXPECT_TRUE(same_tensor_bits(cut.o, whole.o)) << text << ", " << of;
+        if (c.final_state)
+          EXPECT_TRUE(same_tensor_bits(*cut.final_state_out(), *whole.final_state_out())) << text << ", " << of;
+      }
     }
   }
 }
@@ -385,7 +393,7 @@ TEST(Forms, OverlappedWindowsFollowTheCallersStream) {
   const GeneratedInputs pristine = generate(c);
   GeneratedInputs whole = pristine;
   {
-    const FormScope scope("split", "1", "0");
+    const FormScope scope("split2", "1", "0");
     ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
   }
   GeneratedInputs garbage = pristine, out = pristine;
@@ -394,7 +402,7 @@ TEST(Forms, OverlappedWindowsFollowTheCallersStream) {
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
-    const FormScope scope("split", "1", "1");  // 16 windows of one chunk, overlapped (4 chain CTAs)
+    const FormScope scope("split2", "1", "1");  // 16 windows of one chunk, overlapped (4 chain CTAs)
     DeviceBuffers dev(garbage, 0);
     gdn_forward_args a;
     ASSERT_EQ(args_with_workspace(dev, garbage, stream, GDN_PATH_CHUNKED, nullptr, &a), GDN_STATUS_SUCCESS)
@@ -422,7 +430,7 @@ TEST(Forms, BackToBackOverlappedCallsChainTheirStates) {
   const GeneratedInputs pristine = generate(c);
   GeneratedInputs ref = pristine, got = pristine;
   const auto twice = [](GeneratedInputs& in, const char* windows, cudaStream_t stream, bool delay) {
-    const FormScope scope("split", "1", windows);
+    const FormScope scope("split2", "1", windows);
     DeviceBuffers dev(in, 0);
     gdn_forward_args a;
     ASSERT_EQ(args_with_workspace(dev, in, stream, GDN_PATH_CHUNKED, nullptr, &a), GDN_STATUS_SUCCESS)
