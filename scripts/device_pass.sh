@@ -17,7 +17,10 @@
 #              bench/bench_binding_overhead.py (PYTHON_CHECKS="a.py --x;b.py" picks others;
 #              PYTHON_CHECK_S seconds each, default 300);
 #   lab        (not in the default list) bench/decode_lab.cu: the library's decode kernels
-#              against the lab's register design and a copy of the same bytes (about a minute).
+#              against the lab's register design and a copy of the same bytes (about a minute);
+#   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
+#              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
+#              the library's choice): the details page and per-SASS-instruction samples.
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
@@ -41,7 +44,7 @@ fi
 PHASES=${*:-recurrent chunked prefill tool python}
 FINAL=${OUT:-$PWD/device-out}
 WORK=/tmp/gdn-pass
-rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python,lab} "$FINAL"
+rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python,lab,profile} "$FINAL"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
 export GDN_DEVICE_BUILD=.devbuild
 export LD_LIBRARY_PATH=$PWD/.devbuild/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -136,6 +139,20 @@ if has lab; then
   timeout 150 "$BIN/gdn_decode_lab" > "$WORK/lab/lab.log" 2>&1
   note "== decode lab: rc=$? ($(elapsed))"
   cat "$WORK/lab/lab.log" >> "$SUMMARY"
+fi
+
+if has profile; then
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  P=$WORK/profile
+  GDN_CHUNKED_FORM=${PROFILE_FORM:-} timeout 200 "$NCU" --clock-control none -k "regex:${NCU_KERNEL:-chunk_chain_kernel}" \
+    --launch-skip 1 --launch-count 1 --set full --import-source no -f -o /tmp/prof \
+    python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" --out /tmp/ncu-bench \
+    --cases "${PROFILE_CASE:-prefill-1x4096}" --no-peer --rep 5 > "$P/ncu.log" 2>&1
+  note "== profile: rc=$? ($(elapsed))"
+  "$NCU" --import /tmp/prof.ncu-rep --page details > "$P/details.txt" 2>> "$P/ncu.log"
+  "$NCU" --import /tmp/prof.ncu-rep --page source --csv --print-source sass > "$P/source.csv" 2>> "$P/ncu.log"
+  grep -E "Duration|Registers|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|Tensor|Shared" \
+    "$P/details.txt" | head -20 >> "$SUMMARY"
 fi
 
 tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null

@@ -109,11 +109,11 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     const int idx = tid + kThreads * i, r = idx >> 4, col = (idx & 15) * 8;
     *reinterpret_cast<uint4*>(&out.w_neg[r][col]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
   }
-  if (tid < 3 * kC / 4) {  // G, rq, rk: 16 pieces each
-    const int which = tid / (kC / 4), at = (tid % (kC / 4)) * 4;
-    const float* from = which == 0 ? s.G : which == 1 ? s.rq : s.rk;
-    float* to = which == 0 ? out.G : which == 1 ? out.rq : out.rk;
-    *reinterpret_cast<float4*>(to + at) = *reinterpret_cast<const float4*>(from + at);
+  if (tid < kC) {  // G and the chain's per-token factors (chunked_steps.cuh's expressions)
+    const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
+    out.G[tid] = s.G[tid];
+    out.q_f[tid] = output_factor<false>(own, tid);
+    out.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
   }
 }
 
@@ -139,10 +139,15 @@ struct ChainLoader {
     k = static_cast<const uint16_t*>(p.k.p) + n * p.k.seq + sq.bos * p.k.tok + j * p.k.head + col;
   }
 
-  // cp.async of chunk c (`rows` live tokens) into stage `buf`: q, k rows (zero past rows), the
-  // prepared chunk's -W, P and factors (and U^T).
-  __device__ __forceinline__ void load(const PreparedChunk& pc, int64_t c, int rows, int buf) const {
-    const uint32_t st = stage0 + uint32_t(buf) * uint32_t(sizeof(Stage));
+  // cp.async of chunk c (`rows` live tokens) into stage `buf`, in three parts that a step
+  // issues at different points (all in one commit group), so that the eight warps' copies do not
+  // queue at the memory pipe all at once: q and k rows (zero past rows); the prepared chunk's
+  // -W, G and factors (and U^T); its P.
+  __device__ __forceinline__ uint32_t stage_at(int buf) const {
+    return stage0 + uint32_t(buf) * uint32_t(sizeof(Stage));
+  }
+  __device__ __forceinline__ void load_tokens(int64_t c, int rows, int buf) const {
+    const uint32_t st = stage_at(buf);
     const int col = (tid & 15) * 8;
 #pragma unroll
     for (int i = 0; i < kC * kK / 8 / kChainThreads; ++i) {  // 16 pieces a row
@@ -152,21 +157,23 @@ struct ChainLoader {
       const uint32_t at = uint32_t((r * kLdTok + col) * 2);
       cp_async16_at(st + uint32_t(offsetof(ChainStage, q)) + at, q + tok * q_tok, live ? 16 : 0);
       cp_async16_at(st + uint32_t(offsetof(ChainStage, k)) + at, k + tok * k_tok, live ? 16 : 0);
-      cp_async16_at(st + uint32_t(offsetof(ChainStage, w_neg)) + at, &pc.w_neg[r][col], 16);
     }
+  }
+  __device__ __forceinline__ void load_prepared(const PreparedChunk& pc, int buf) const {
+    const uint32_t st = stage_at(buf);
+    const int col = (tid & 15) * 8;
 #pragma unroll
-    for (int i = 0; i < kC * kC / 8 / kChainThreads; ++i) {  // 8 pieces a row
-      const int idx = tid + kChainThreads * i, r = idx >> 3, pc_col = (idx & 7) * 8;
-      const uint32_t at = uint32_t((r * kLdCC + pc_col) * 2);
-      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_hi)) + at, &pc.p_hi[r][pc_col], 16);
-      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_lo)) + at, &pc.p_lo[r][pc_col], 16);
+    for (int i = 0; i < kC * kK / 8 / kChainThreads; ++i) {
+      const int r = (tid >> 4) + (kChainThreads / 16) * i;
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, w_neg)) + uint32_t((r * kLdTok + col) * 2), &pc.w_neg[r][col],
+                    16);
     }
-    if (tid < 3 * kC / 4) {  // G, rq, rk: 16 pieces each (contiguous in both)
-      static_assert(offsetof(PreparedChunk, rq) == offsetof(PreparedChunk, G) + kC * 4 &&
-                        offsetof(PreparedChunk, rk) == offsetof(PreparedChunk, G) + 2 * kC * 4 &&
-                        offsetof(ChainStage, rq) == offsetof(ChainStage, G) + kC * 4 &&
-                        offsetof(ChainStage, rk) == offsetof(ChainStage, G) + 2 * kC * 4,
-                    "G, rq, rk are one run of 3 C floats");
+    if (tid < 3 * kC / 4) {  // G, q_f, k_f: 16 pieces each (contiguous in both)
+      static_assert(offsetof(PreparedChunk, q_f) == offsetof(PreparedChunk, G) + kC * 4 &&
+                        offsetof(PreparedChunk, k_f) == offsetof(PreparedChunk, G) + 2 * kC * 4 &&
+                        offsetof(ChainStage, q_f) == offsetof(ChainStage, G) + kC * 4 &&
+                        offsetof(ChainStage, k_f) == offsetof(ChainStage, G) + 2 * kC * 4,
+                    "G, q_f, k_f are one run of 3 C floats");
       cp_async16_at(st + uint32_t(offsetof(ChainStage, G)) + 16 * tid, pc.G + 4 * tid, 16);
     }
     if constexpr (kWithU) {  // U^T fragments: one contiguous 32 KB run in both
@@ -178,6 +185,21 @@ struct ChainLoader {
         cp_async16_at(st + uint32_t(offsetof(ChainStageFull, u)) + 16 * idx, from + idx, 16);
       }
     }
+  }
+  __device__ __forceinline__ void load_products(const PreparedChunk& pc, int buf) const {
+    const uint32_t st = stage_at(buf);
+#pragma unroll
+    for (int i = 0; i < kC * kC / 8 / kChainThreads; ++i) {  // 8 pieces a row
+      const int idx = tid + kChainThreads * i, r = idx >> 3, pc_col = (idx & 7) * 8;
+      const uint32_t at = uint32_t((r * kLdCC + pc_col) * 2);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_hi)) + at, &pc.p_hi[r][pc_col], 16);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_lo)) + at, &pc.p_lo[r][pc_col], 16);
+    }
+  }
+  __device__ __forceinline__ void load(const PreparedChunk& pc, int64_t c, int rows, int buf) const {
+    load_tokens(c, rows, buf);
+    load_prepared(pc, buf);
+    load_products(pc, buf);
   }
 };
 
@@ -210,8 +232,8 @@ __device__ __forceinline__ void chain_finish(const ChainSmem& s, const ChainTile
     const float4 x = s.partial_o[partner][i][lane];
     O[t][0] += x.x, O[t][1] += x.y, O[t][2] += x.z, O[t][3] += x.w;
   }
-  finish_outputs<M, key_half_blocks(kh)>(ct, lane, D, O);
-  advance_state<M>(ct, lane, D, S, 64 * kh);
+  finish_outputs<M, key_half_blocks(kh), true>(ct, lane, D, O);
+  advance_state<M, true>(ct, lane, D, S, 64 * kh);
 }
 
 // The warp's o (its key half's 32 tokens, its 16 rows, scaled) to global memory through its own
@@ -444,37 +466,51 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
       }
     }
     __syncthreads();  // chunk c - 1 is done with the other stage (and the partial sums)
-    if (c + 1 < run.c_end) {
-      loader.load(prepared(c + 1), c + 1, live_rows(c + 1), buf ^ 1);
+    // chunk c + 1 into the other stage, in three parts through the step (one commit group, at
+    // the step's end): q and k now, the prepared -W, factors and U after the key products, P
+    // after the exchange
+    const bool next = c + 1 < run.c_end;
+    if (next) loader.load_tokens(c + 1, live_rows(c + 1), buf ^ 1);
+    cp_async_wait<0>();  // chunk c's group (committed last step)
+    __syncthreads();
+    const auto load_next_prepared = [&] {
+      if (!next) return;
+      loader.load_prepared(prepared(c + 1), buf ^ 1);
       if constexpr (!kFull)
         if (read_u) load_u(prepared(c + 1), row0, lane, u_next);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
+    };
+    const auto load_next_products = [&] {
+      if (next) loader.load_products(prepared(c + 1), buf ^ 1);
+      cp_async_commit();
+    };
     float O[8][4];  // O^T: [16 value rows, C tokens]
     if constexpr (kFull) {
       ChainStageFull& sf = s.stage[buf];
       const ChainStage& st = sf.base;
-      const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.rq, st.rk};
+      const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.q_f, st.k_f};
 #pragma unroll
       for (int t = 0; t < 8; ++t) {
         const float4 u = run.use_u ? sf.u[rb][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
         D[t][0] = u.x, D[t][1] = u.y, D[t][2] = u.z, D[t][3] = u.w;
       }
-      chain_outputs<M>(ct, lane, S, D, O);
-      advance_state<M>(ct, lane, D, S, 0);
+      key_products<M>(ct, lane, S, D, O, 0);
+      load_next_prepared();
+      finish_outputs<M, 0xFu, true>(ct, lane, D, O);
+      advance_state<M, true>(ct, lane, D, S, 0);
+      load_next_products();
       if (run.write_o)
         chain_store_o_full<M>(p, reinterpret_cast<uint16_t(*)[kOStageLd]>(&sf.u[rb][0][0]), O, n, h, tok0, rows,
                               row0, lane);
     } else {
       ChainStage& st = s.stage[buf];
-      const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.rq, st.rk};
+      const ChainTiles ct{&st.w_neg[0][0], &st.q[0][0], &st.k[0][0], &st.p_hi[0][0], &st.p_lo[0][0], st.G, st.q_f, st.k_f};
       if (kh == 0)
         chain_partials<M, 0>(s, ct, warp, lane, S, D, O);
       else
         chain_partials<M, 1>(s, ct, warp, lane, S, D, O);
+      load_next_prepared();
       __syncthreads();
+      load_next_products();
       if (kh == 0)
         chain_finish<M, 0>(s, ct, partner, lane, S, D, O);
       else

@@ -505,9 +505,19 @@ struct ChainTiles {
   const uint16_t* p_hi;   // [C, kLdCC] P = Mask o (Qn Kn^T), hi part
   const uint16_t* p_lo;   // [C, kLdCC] and lo part
   const float* G;         // [C] cumulative log-decay inside the chunk
-  const float* rq;        // [C] 1 / ||q_t||
-  const float* rk;        // [C] 1 / ||k_t||
+  const float* q_f;       // [C] 1 / ||q_t||; with kFactors gamma_t / ||q_t||
+  const float* k_f;       // [C] 1 / ||k_t||; with kFactors exp(G_C - G_t) / ||k_t||
 };
+// kFactors (the chain kernel): the prepare kernel has already formed the per-token factors
+// (the same expressions, so the same bits) and q_f, k_f hold them.
+template <bool kFactors>
+__device__ __forceinline__ float output_factor(const ChainTiles& ct, int tok) {
+  return kFactors ? ct.q_f[tok] : expf(ct.G[tok]) * ct.q_f[tok];  // gamma_t / ||q_t||
+}
+template <bool kFactors>
+__device__ __forceinline__ float state_factor(const ChainTiles& ct, float Gc, int tok) {
+  return kFactors ? ct.k_f[tok] : expf(Gc - ct.G[tok]) * ct.k_f[tok];  // exp(G_C - G_t) / ||k_t||
+}
 
 // D^T += S (-W)^T and O^T = S Qc^T over key columns [col0, col0 + 8 kTiles), [V, C], the
 // warp's rows: all key columns in the fused kernel, one half (partial sums) in the split chain.
@@ -539,7 +549,7 @@ __device__ __forceinline__ void key_products(const ChainTiles& ct, int lane, con
 
 // O^T of the token blocks in kBlocks (bit b: tokens [16 b, +16); the S Qc^T sums complete):
 // scaled by gamma_t / ||q_t||, plus D^T P^T over those tokens (P lower triangular).
-template <class M, unsigned kBlocks>
+template <class M, unsigned kBlocks, bool kFactors = false>
 __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, const float (&D)[8][4],
                                                float (&O)[8][4]) {
   const int q = lane & 3;
@@ -550,7 +560,7 @@ __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, c
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int tok = 8 * t + 2 * q + e;
-      const float f = expf(ct.G[tok]) * ct.rq[tok];  // gamma_t / ||q_t||
+      const float f = output_factor<kFactors>(ct, tok);
       O[t][e] *= f;
       O[t][2 + e] *= f;
     }
@@ -577,16 +587,16 @@ __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, c
 }
 
 // D^T += S (-W)^T  and  O^T = (S Qc^T) diag(gamma rq) + D^T P^T, [V, C], warp's rows.
-template <class M>
+template <class M, bool kFactors = false>
 __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
                                               float (&D)[8][4], float (&O)[8][4]) {
   key_products<M>(ct, lane, S, D, O, 0);
-  finish_outputs<M, 0xFu>(ct, lane, D, O);
+  finish_outputs<M, 0xFu, kFactors>(ct, lane, D, O);
 }
 
 // S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, the warp's rows and key columns
 // [col0, col0 + 8 kTiles): all of them in the fused kernel, one half in the split chain.
-template <class M, int kTiles>
+template <class M, bool kFactors = false, int kTiles>
 __device__ __forceinline__ void advance_state(const ChainTiles& ct, int lane, const float (&D)[8][4],
                                               float (&S)[kTiles][4], int col0) {
   const int q = lane & 3;
@@ -601,7 +611,7 @@ __device__ __forceinline__ void advance_state(const ChainTiles& ct, int lane, co
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int tok = 16 * ks + 8 * u + 2 * q + e;
-        const float f = expf(Gc - ct.G[tok]) * ct.rk[tok];
+        const float f = state_factor<kFactors>(ct, Gc, tok);
         dd[u][e] = D[2 * ks + u][e] * f;
         dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
       }

@@ -136,7 +136,8 @@ struct PreparedChunk {
                                    // [16 b, +16), token tile t, lane: (row g, tokens 8t + 2q, +1),
                                    // (row g + 8, the same), g = lane / 4, q = lane % 4
   float G[kC];             // cumulative log-decay inside the chunk
-  float rq[kC], rk[kC];    // 1 / ||q_t||, 1 / ||k_t||
+  float q_f[kC];           // gamma_t / ||q_t||: o's factor (output_factor, chunked_steps.cuh)
+  float k_f[kC];           // exp(G_C - G_t) / ||k_t||: the state update's (state_factor)
   float unused[kC];        // (pads the struct to a multiple of 256 bytes)
 };
 static_assert(sizeof(PreparedChunk) % 256 == 0, "prepared chunks stay 256-byte aligned");
@@ -166,7 +167,7 @@ struct ChainStage {
   uint16_t k[kC][kLdTok];      // [C, K] Kc
   uint16_t p_hi[kC][kLdCC];    // [C, C] P
   uint16_t p_lo[kC][kLdCC];
-  float G[kC], rq[kC], rk[kC];
+  float G[kC], q_f[kC], k_f[kC];  // PreparedChunk's
 };
 // Token blocks (16 tokens each) whose outputs a key half finishes: the triangular D^T P^T costs
 // 1, 2, 3, 4 k-steps for blocks 0..3, so halves {0, 3} and {1, 2} take 5 each.
