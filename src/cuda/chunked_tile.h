@@ -150,7 +150,7 @@ static_assert(sizeof(PreparedChunk) % 256 == 0, "prepared chunks stay 256-byte a
 //    sequences, where SMs would idle.
 //  1 (the full chain): all 128 rows; warp w holds rows [16 w, +16) and every key column (64
 //    f32 registers, as the fused kernel), no partial sums; U^T comes through shared memory.
-//    Half the CTAs, but a step of about 6.8 us against 4.3: it pays where the key-half chain
+//    Half the CTAs, but a step of about 6.8 us against 3.9: it pays where the key-half chain
 //    would need a second wave and the full one leaves half the SMs to the preparation beside
 //    it (1 x 32768 at Hv 64).
 inline constexpr int kVSplit = 2;                     // chain CTAs per (sequence, value head), key-half chain
@@ -279,7 +279,7 @@ inline constexpr size_t kMaxOnePassWorkspaceBytes = size_t(4) << 30;
 //  - the workspace is bounded by two windows, not the whole call;
 //  - overlap: when the chain leaves most SMs idle (its CTAs at most half the SMs), chain(w)
 //    runs on a second, high-priority stream beside prepare(w + 1) on the caller's, so the
-//    preparation (0.055 us a chunk and head over the whole GPU) hides behind the chain (4.3 us
+//    preparation (0.055 us a chunk and head over the whole GPU) hides behind the chain (3.9 us
 //    a chunk) instead of preceding it. The first window's preparation is the only exposed
 //    one, and each window costs a gap (measured about 11 us: the chain's launch, its state and
 //    first chunk loads); windows of kOverlapWindowChunks measured best (1 x 65536, Hv 32: 8,
@@ -330,7 +330,7 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // The sequence split (plan_segments) is planned on the key-half chain.
 inline constexpr double kFusedStepUs = 13.4;
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
-inline constexpr double kChainStepUs = 4.3;  // the key-half chain
+inline constexpr double kChainStepUs = 3.9;  // the key-half chain (Nsight Compute: 248 us a window of 64 chunks)
 inline constexpr double kFullChainStepUs = 6.8;  // the full chain (1 x 65536 and 1 x 16384 in split1: 6.8, 7.1)
 inline constexpr double kOverlapSlowdown = 1.08;  // the chain beside the preparation (1 x 65536)
 constexpr double chain_step_us(int chain_split) { return chain_split == 1 ? kFullChainStepUs : kChainStepUs; }
