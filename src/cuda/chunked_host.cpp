@@ -89,7 +89,8 @@ bool split_form_fits(const Problem& p) {
 //    windows, else kMaxOnePassWorkspaceBytes) runs fused instead, unless GDN_CHUNKED_FORM=split.
 struct ChunkedPlan {
   bool split = false;
-  int chain_split = ck::kVSplit;  // chain CTAs per (sequence, value head)
+  int chain_split = ck::kVSplit;         // chain CTAs per (sequence, value head), windows overlapped
+  int serial_chain_split = ck::kVSplit;  // the same when the windows or the pass run in turn
   ck::SegmentPlan segments{1, 0};
   ck::WindowPlan windows;
   size_t prepared_bytes = 0;   // the prepared chunks (with windows: one window buffer), first
@@ -107,12 +108,20 @@ ChunkedPlan plan_call(const Problem& p) {
   const int sms = sm_count(p.device_id);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
   const char* form = std::getenv("GDN_CHUNKED_FORM");
-  const ck::FormChoice choice = ck::choose_form(p.N * p.Hv, sms, !p.packed && chunks >= ck::kMinOverlapChunks);
-  plan.chain_split = choice.chain_split;
-  if (form && std::strcmp(form, "split1") == 0) plan.chain_split = 1;
-  if (form && std::strcmp(form, "split2") == 0) plan.chain_split = ck::kVSplit;
   const size_t chunk_bytes = sizeof(ck::PreparedChunk);
   const size_t state_bytes = size_t(p.V) * size_t(p.K) * sizeof(float);
+  const size_t all_heads = size_t(p.N) * size_t(p.Hv) * chunk_bytes;  // one chunk of every (sequence, head)
+  const size_t carry_bytes = size_t(p.N) * size_t(p.Hv) * state_bytes;
+  const auto overlaps = [&](int split) {  // whether plan_windows would overlap that chain (dense only)
+    return !p.packed && ck::plan_windows(chunks, p.N * p.Hv * split, sms, all_heads, carry_bytes).overlap;
+  };
+  const ck::FormChoice choice = ck::choose_form(p.N * p.Hv, sms, overlaps);
+  plan.chain_split = choice.chain_split;
+  plan.serial_chain_split = choice.serial_chain_split;
+  const int forced_chain = form && std::strcmp(form, "split1") == 0   ? 1
+                           : form && std::strcmp(form, "split2") == 0 ? ck::kVSplit
+                                                                      : 0;
+  if (forced_chain) plan.chain_split = plan.serial_chain_split = forced_chain;
   plan.segments = ck::SegmentPlan{1, chunks};
   plan.prepared_bytes = size_t(chunk_slots(p)) * size_t(p.Hv) * chunk_bytes;
   if (!p.packed) {
@@ -125,14 +134,13 @@ ChunkedPlan plan_call(const Problem& p) {
     if (s.segments > 1 && pass1 <= INT_MAX && combine <= INT_MAX &&
         plan.prepared_bytes + states <= ck::kMaxOnePassWorkspaceBytes) {
       plan.segments = s;
-      plan.chain_split = ck::kVSplit;
+      plan.chain_split = plan.serial_chain_split = ck::kVSplit;
       plan.workspace_bytes = plan.prepared_bytes + states;
     } else {
       const int64_t chain_ctas = p.N * p.Hv * plan.chain_split;
       const int64_t forced = env_int("GDN_CHUNKED_WINDOWS", -1);
-      const size_t all_heads = size_t(p.N) * size_t(p.Hv) * chunk_bytes;
       if (forced < 0) {
-        plan.windows = ck::plan_windows(chunks, chain_ctas, sms, all_heads, size_t(p.N) * size_t(p.Hv) * state_bytes);
+        plan.windows = ck::plan_windows(chunks, chain_ctas, sms, all_heads, carry_bytes);
       } else if (forced > 0 && chunks > 0) {
         plan.windows.window_chunks = forced < chunks ? forced : chunks;
         plan.windows.windows = (chunks + plan.windows.window_chunks - 1) / plan.windows.window_chunks;
@@ -140,7 +148,7 @@ ChunkedPlan plan_call(const Problem& p) {
       }
       if (plan.windows.window_chunks > 0) {
         plan.prepared_bytes = size_t(plan.windows.window_chunks) * all_heads;
-        plan.workspace_bytes = ck::kWindowBuffers * plan.prepared_bytes + size_t(p.N) * size_t(p.Hv) * state_bytes;
+        plan.workspace_bytes = ck::kWindowBuffers * plan.prepared_bytes + carry_bytes;
       }
     }
   }
@@ -191,8 +199,13 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
       side.discard();
     }
   }
-  if (!side.ok()) {
-    if (one_pass_fits) return launch.split(base_in, stream);
+  if (!side.ok()) {  // in turn, on the caller's stream, with the chain that pays without overlap
+    base.chain_split = plan.serial_chain_split;
+    if (one_pass_fits) {
+      ck::ChunkParams whole = base_in;
+      whole.chain_split = plan.serial_chain_split;
+      return launch.split(whole, stream);
+    }
     for (int64_t w = 0; w < windows && e == cudaSuccess; ++w) {
       e = launch.prepare(window(w), stream);
       if (e == cudaSuccess) e = launch.window_chain(window(w), stream);
@@ -311,6 +324,7 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const bool one_pass_fits = size_t(c.chunk_slots) * size_t(p.Hv) * sizeof(ck::PreparedChunk) <= plan.workspace_bytes;
   const bool windows = plan.windows.window_chunks > 0 &&
                        !(one_pass_fits && (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
+  if (!windows || !plan.windows.overlap) c.chain_split = plan.serial_chain_split;  // nothing overlaps
   cudaError_t e;
   if (!split)
     e = launch.fused(c, stream);

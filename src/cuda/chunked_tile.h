@@ -323,11 +323,13 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 //   fused      one CTA per (sequence, value head): kFusedStepUs per wave of CTAs.
 //   split(s)   s chain CTAs per (sequence, value head) (chunked_tile.h's two chain shapes): the
 //              prepare kernel's CTAs for every chunk of every head (kPrepCtaUs each,
-//              kPrepCtasPerSm per SM), then chain_step_us(s) per wave of chain CTAs; or, where the
-//              window plan overlaps them (may_overlap: a dense call of at least kMinOverlapChunks
-//              chunks; the chain CTAs at most half the SMs), the slower of the chain (a little
-//              slower beside the preparation) and the preparation on the SMs the chain leaves.
-// The sequence split (plan_segments) is planned on the key-half chain.
+//              kPrepCtasPerSm per SM), then chain_step_us(s) per wave of chain CTAs; or, where
+//              the window plan would overlap them (overlaps(s): plan_windows' own answer for
+//              that chain), the slower of the chain (a little slower beside the preparation)
+//              and the preparation on the SMs the chain leaves.
+// The windows may still run one after the other at run time (a graph capture, no side stream
+// free): the call then takes serial_chain_split, the best chain without overlap (the full chain
+// pays only beside the preparation). The sequence split (plan_segments) runs the key-half chain.
 inline constexpr double kFusedStepUs = 13.4;
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
 inline constexpr double kChainStepUs = 3.9;  // the key-half chain (Nsight Compute: 248 us a window of 64 chunks)
@@ -337,26 +339,33 @@ constexpr double chain_step_us(int chain_split) { return chain_split == 1 ? kFul
 
 struct FormChoice {
   bool split = false;
-  int chain_split = kVSplit;
-  double us_per_chunk = 0;  // the model's cost (for the tests)
+  int chain_split = kVSplit;         // with the windows overlapped where the plan overlaps them
+  int serial_chain_split = kVSplit;  // when they run one after the other
+  double us_per_chunk = 0;           // the model's cost (for the tests)
 };
-constexpr FormChoice choose_form(int64_t sequence_heads, int sms, bool may_overlap) {
+// overlaps(s): whether the window plan overlaps the chain of s CTAs per pair with the preparation.
+template <class Overlaps>
+constexpr FormChoice choose_form(int64_t sequence_heads, int sms, Overlaps overlaps) {
   FormChoice best;
   if (sms <= 0 || sequence_heads <= 0) return best;
   const auto waves = [&](int64_t ctas) { return double((ctas + sms - 1) / sms); };
   best.us_per_chunk = waves(sequence_heads) * kFusedStepUs;
+  double best_serial = 1e300;
   for (int split : {kVSplit, 1}) {
     const int64_t ctas = sequence_heads * split;
     const double prep_all = double(sequence_heads) * kPrepCtaUs / double(sms * kPrepCtasPerSm);
-    double cost = prep_all + waves(ctas) * chain_step_us(split);
-    if (may_overlap && 2 * ctas <= sms) {
+    const double serial = prep_all + waves(ctas) * chain_step_us(split);
+    double cost = serial;
+    if (overlaps(split) && 2 * ctas <= sms) {
       const double prep_beside = double(sequence_heads) * kPrepCtaUs / double((sms - ctas) * kPrepCtasPerSm);
       const double chain = chain_step_us(split) * kOverlapSlowdown;
       const double overlapped = chain > prep_beside ? chain : prep_beside;
       if (overlapped < cost) cost = overlapped;
     }
-    if (cost < best.us_per_chunk) best = FormChoice{true, split, cost};
+    if (serial < best_serial) best_serial = serial, best.serial_chain_split = split;
+    if (cost < best.us_per_chunk) best.split = true, best.chain_split = split, best.us_per_chunk = cost;
   }
+  if (!best.split) best.serial_chain_split = kVSplit;
   return best;
 }
 

@@ -242,37 +242,36 @@ struct AnyInputs {
   static constexpr bool kSnapshots = true;  // may write per-token states
 };
 
-// The plain decode call of fla-style callers: bf16 q, k, v, o; f32 g (log decay) and beta
-// (probability); no q/k norm; no snapshots. Scale, state pool and padding stay run-time.
-struct PlainBf16Inputs {
+// bf16 q, k, v and o, fixed: the base of the decode calls' common forms below.
+struct Bf16TokenInputs {
   __device__ static int q(const DecodeParams&) { return GDN_DTYPE_BF16; }
   __device__ static int k(const DecodeParams&) { return GDN_DTYPE_BF16; }
   __device__ static int v(const DecodeParams&) { return GDN_DTYPE_BF16; }
   __device__ static int o(const DecodeParams&) { return GDN_DTYPE_BF16; }
+  static constexpr bool kSnapshots = false;
+};
+
+// The plain decode call of fla-style callers: bf16 q, k, v, o; f32 g (log decay) and beta
+// (probability); no q/k norm; no snapshots. Scale, state pool and padding stay run-time.
+struct PlainBf16Inputs : Bf16TokenInputs {
   __device__ static const TokenView& gate_input(const DecodeParams& p) { return p.g; }
   __device__ static int gate_input_dtype(const DecodeParams&) { return GDN_DTYPE_F32; }
   __device__ static int beta(const DecodeParams&) { return GDN_DTYPE_F32; }
   __device__ static int gate(const DecodeParams&) { return GDN_GATE_LOG_DECAY; }
   __device__ static bool beta_logit(const DecodeParams&) { return false; }
   __device__ static bool l2norm(const DecodeParams&) { return false; }
-  static constexpr bool kSnapshots = false;
 };
 
 // The serving decode call (Qwen3-Next in an engine): bf16 q, k, v, o; the gate computed in the
 // kernel from a, A_log, dt_bias (raw); beta as a logit; q/k L2 norm; no snapshots. The gate
 // inputs' dtypes (f32 or bf16 a, beta, A_log, dt_bias), scale, pool and padding stay run-time.
-struct ServingBf16Inputs {
-  __device__ static int q(const DecodeParams&) { return GDN_DTYPE_BF16; }
-  __device__ static int k(const DecodeParams&) { return GDN_DTYPE_BF16; }
-  __device__ static int v(const DecodeParams&) { return GDN_DTYPE_BF16; }
-  __device__ static int o(const DecodeParams&) { return GDN_DTYPE_BF16; }
+struct ServingBf16Inputs : Bf16TokenInputs {
   __device__ static const TokenView& gate_input(const DecodeParams& p) { return p.a; }
   __device__ static int gate_input_dtype(const DecodeParams& p) { return p.a.dtype; }
   __device__ static int beta(const DecodeParams& p) { return p.beta.dtype; }
   __device__ static int gate(const DecodeParams&) { return GDN_GATE_RAW; }
   __device__ static bool beta_logit(const DecodeParams&) { return true; }
   __device__ static bool l2norm(const DecodeParams&) { return true; }
-  static constexpr bool kSnapshots = false;
 };
 
 // ---- gates (SPEC "Conventions"), per (token, value head); the same in every thread

@@ -45,18 +45,34 @@ TEST(ChunkSlots, DenseSequencesTakeWholeChunks) {
 // The benchmark shapes (docs/NOTES.md has the measured figures behind the model's constants).
 TEST(FormChoice, BenchmarkShapes) {
   const auto chain = [](const FormChoice& f) { return f.split ? f.chain_split : 0; };  // 0: fused
-  EXPECT_EQ(chain(choose_form(4 * 32, kSms, true)), 0);   // 4 x 8192, Hv 32: fused (1.73 ms; full chains 1.85)
-  EXPECT_EQ(chain(choose_form(16 * 32, kSms, true)), 0);  // 16 x 4096 (3.44; 3.75)
-  EXPECT_EQ(chain(choose_form(16 * 32, kSms, false)), 0); // packed 16 sequences (1.89; 2.00)
-  EXPECT_EQ(chain(choose_form(32, kSms, true)), 2);       // 1 x T, Hv 32: key halves beside the preparation
-  EXPECT_EQ(chain(choose_form(64, kSms, true)), 1);       // 1 x 32768, Hv 64: full chains beside it (3.75; 4.11)
-  EXPECT_EQ(chain(choose_form(64, kSms, false)), 2);      // Hv 64 without overlap: one wave of key halves
-  EXPECT_EQ(chain(choose_form(8, kSms, true)), 2);        // Hk/Hv 2/8
-  EXPECT_EQ(chain(choose_form(8, 0, true)), 0);           // no SM count: fused
-  for (int64_t pairs : {1, 8, 32, 64, 128, 512, 4096}) {  // never dearer than the fused kernel
-    const FormChoice f = choose_form(pairs, kSms, true);
+  const auto overlap = [](int) { return true; };
+  const auto in_turn = [](int) { return false; };
+  EXPECT_EQ(chain(choose_form(4 * 32, kSms, overlap)), 0);   // 4 x 8192, Hv 32: fused (1.73 ms; full chains 1.85)
+  EXPECT_EQ(chain(choose_form(16 * 32, kSms, overlap)), 0);  // 16 x 4096 (3.44; 3.75)
+  EXPECT_EQ(chain(choose_form(16 * 32, kSms, in_turn)), 0);  // packed 16 sequences (1.89; 2.00)
+  EXPECT_EQ(chain(choose_form(32, kSms, overlap)), 2);       // 1 x T, Hv 32: key halves beside the preparation
+  const FormChoice hv64 = choose_form(64, kSms, overlap);    // 1 x 32768, Hv 64: full chains beside it (3.75; 4.11)
+  EXPECT_EQ(chain(hv64), 1);
+  EXPECT_EQ(hv64.serial_chain_split, 2);                      // ... and key halves when nothing overlaps
+  EXPECT_EQ(chain(choose_form(64, kSms, in_turn)), 2);       // Hv 64 without overlap: one wave of key halves
+  EXPECT_EQ(chain(choose_form(8, kSms, overlap)), 2);        // Hk/Hv 2/8
+  EXPECT_EQ(chain(choose_form(8, 0, overlap)), 0);           // no SM count: fused
+  for (int64_t pairs : {1, 8, 32, 64, 128, 512, 4096}) {     // never dearer than the fused kernel
+    const FormChoice f = choose_form(pairs, kSms, overlap);
     EXPECT_LE(f.us_per_chunk, double((pairs + kSms - 1) / kSms) * kFusedStepUs) << pairs;
   }
+}
+
+// The overlap the model counts on is the window plan's own: 2^20 tokens at Hv 64 would need
+// windows of 256 chunks for at most kMaxOverlapWindows of them, but only 125 fit the bound, so
+// the windows run in turn and the key-half chain is chosen.
+TEST(FormChoice, OverlapAsTheWindowPlanDecides) {
+  const size_t chunk = sizeof(PreparedChunk), state = size_t(kV) * kK * 4;
+  const auto overlaps = [&](int64_t chunks, int64_t heads) {
+    return [=](int split) { return plan_windows(chunks, heads * split, kSms, heads * chunk, heads * state).overlap; };
+  };
+  EXPECT_EQ(choose_form(64, kSms, overlaps(512, 64)).chain_split, 1);    // 1 x 32768, Hv 64
+  EXPECT_EQ(choose_form(64, kSms, overlaps(16384, 64)).chain_split, 2);  // 1 x 2^20, Hv 64
 }
 
 TEST(SegmentPlan, BenchmarkShapes) {
