@@ -18,6 +18,8 @@
 #              PYTHON_CHECK_S seconds each, default 300);
 #   lab        (not in the default list) bench/decode_lab.cu: the library's decode kernels
 #              against the lab's register design and a copy of the same bytes (about a minute);
+#   wgmma      (not in the default list) bench/wgmma_lab.cu: which shared-memory layouts and
+#              descriptors wgmma reads as the chain kernel would use it (seconds);
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page and per-SASS-instruction samples.
@@ -139,6 +141,12 @@ if has lab; then
   timeout 150 "$BIN/gdn_decode_lab" > "$WORK/lab/lab.log" 2>&1
   note "== decode lab: rc=$? ($(elapsed))"
   cat "$WORK/lab/lab.log" >> "$SUMMARY"
+fi
+
+if has wgmma; then
+  timeout 60 "$BIN/gdn_wgmma_lab" > "$WORK/lab/wgmma.log" 2>&1
+  note "== wgmma lab: rc=$? ($(elapsed))"
+  cat "$WORK/lab/wgmma.log" >> "$SUMMARY"
 fi
 
 if has profile; then
