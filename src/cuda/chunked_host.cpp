@@ -43,27 +43,22 @@ bool row_takes(const ConfigRow& row, const Problem& p) {
          contains(row.states, state_dtype(p));
 }
 
-// The dynamic shared memory a block of `device` may opt into (0 if the query fails).
-int smem_optin(int device) {
-  int bytes = 0;
-  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+// An attribute of `device`, or 0 if the query fails (the error cleared).
+int device_attribute(cudaDeviceAttr attribute, int device) {
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  return bytes;
+  return value;
 }
+
+// The dynamic shared memory a block of `device` may opt into, and its SM count (0: unknown).
+int smem_optin(int device) { return device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device); }
+int sm_count(int device) { return device_attribute(cudaDevAttrMultiProcessorCount, device); }
 
 int64_t tokens_per_sequence(const Problem& p) {
   return p.packed ? p.T_total / (p.N > 0 ? p.N : 1) : p.T;
-}
-
-int sm_count(int device) {
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return sms;
 }
 
 int64_t chunk_slots(const Problem& p) { return ck::chunk_slots(p.packed, p.N, p.T, p.T_total); }
