@@ -9,10 +9,13 @@ Cases (BENCH.md): Hk=16, Hv=32, K=V=128, bf16 q/k/v, f32 g/beta, B in {1,16,64,2
 decode-B{B}-vk, decode-B{B}-kv (f32 state), decode-B{B}-vk-bf16state, verify-B64-T4 (per-token
 states), decode-B1-vk-plain (one plain launch per step: the host cost), and
 decode-B256-vk-serving (raw gate + q/k L2 norm + beta logit + state pool, in place), and
-decode-B256-vk-outofplace (the final state to its own buffer, as fla writes it).
+decode-B256-vk-outofplace (the final state to its own buffer, as fla writes it); beside them
+decode-B{1,16}-vk-warm (one input set: the state stays in the L2), the -genericform cases (the
+generic one-token kernel) and others named in decode_cases().
 
 Timing: many steps captured in one graph, rotating over enough input sets that the state
-traffic is several times the 60 MB L2; replays timed with CUDA events; the median per step.
+traffic is several times the 60 MB L2 (except the -warm cases); replays timed with CUDA events;
+the median per step.
 State GB/s counts the bytes of state read and written (final state and snapshots).
 Writes DIR/<date>-h200-decode.json (BENCH.md "Results file") and prints a table last.
 """
@@ -185,9 +188,9 @@ def state_traffic(B, T, sdtype, snapshots):
 
 
 def run_case(gdn, fla_fn, name, B, T, layout, sdtype, serving=False, snapshots=False, peer=True,
-             peer_sdtype=None, note=None, inplace=True, in_dtype=torch.bfloat16, env=None):
+             peer_sdtype=None, note=None, inplace=True, in_dtype=torch.bfloat16, env=None, warm=False):
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
-    nsets = sets_needed(B, T, layout, sdtype, serving)
+    nsets = 1 if warm else sets_needed(B, T, layout, sdtype, serving)  # warm: one set, the state stays in L2
     flags = torch.zeros(1, device="cuda", dtype=torch.int32)
     sets = [make_inputs(B, T, layout, sdtype, serving, state_out=not inplace, gen=gen, in_dtype=in_dtype)
             for _ in range(nsets)]
@@ -301,6 +304,11 @@ def decode_cases():
                 dict(inplace=False, note="ours writes the final state to its own buffer, as fla does")))
     out.append(("decode-B256-vk-f32inputs", 256, 1, STATE_VK, torch.float32,
                 dict(in_dtype=torch.float32, note="f32 q/k/v/o for both")))
+    for B in (1, 16):
+        out.append((f"decode-B{B}-vk-warm", B, 1, STATE_VK, torch.float32,
+                    dict(warm=True, note="one input set, not rotated: the state stays in the L2 between steps "
+                                         "(BENCH.md's 2.57 us peer reference at B = 1 is below what a cold "
+                                         "state allows here; is it this?)")))
     for B in (1, 16, 256):
         out.append((f"decode-B{B}-vk-genericform", B, 1, STATE_VK, torch.float32,
                     dict(env={"GDN_DECODE_FORM": "generic"},
