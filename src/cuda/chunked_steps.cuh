@@ -587,11 +587,11 @@ __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, c
 }
 
 // D^T += S (-W)^T  and  O^T = (S Qc^T) diag(gamma rq) + D^T P^T, [V, C], warp's rows.
-template <class M, bool kFactors = false>
+template <class M>
 __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
                                               float (&D)[8][4], float (&O)[8][4]) {
   key_products<M>(ct, lane, S, D, O, 0);
-  finish_outputs<M, 0xFu, kFactors>(ct, lane, D, O);
+  finish_outputs<M, 0xFu>(ct, lane, D, O);
 }
 
 // S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, the warp's rows and key columns
