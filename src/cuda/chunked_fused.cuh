@@ -70,6 +70,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     invert_unit_lower(s, tid, warp, lane);
     __syncthreads();
     gate_inverse<M>(s, tid);
+    if (tid < kC) {  // the chain's per-token factors, once for all warps (the same expressions)
+      const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
+      s.q_f[tid] = output_factor<false>(own, tid);
+      s.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
+    }
     __syncthreads();
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
     minus_w<M>(s, buf, warp, lane);
@@ -78,10 +83,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 
     // The chain: D = U - W S^T, O, then the next start state
     const ChainTiles ct{&s.w_neg[0][0], &s.q[buf][0][0], &s.k[buf][0][0], &s.p.hi[0][0], &s.p.lo[0][0],
-                        s.G, s.rq, s.rk};
+                        s.G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
-    chain_outputs<M>(ct, lane, S, D, O);
-    advance_state<M>(ct, lane, D, S, 0);
+    chain_outputs<M, true>(ct, lane, S, D, O);
+    advance_state<M, true>(ct, lane, D, S, 0);
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
 #pragma unroll

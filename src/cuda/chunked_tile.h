@@ -86,6 +86,7 @@ struct Smem {
   float G[kC];                // cumulative log-decay inside the chunk
   float beta[kC];
   float rq[kC], rk[kC];       // 1 / ||q_t||, 1 / ||k_t|| (1 without qk_l2norm)
+  float q_f[kC], k_f[kC];     // the chain's per-token factors (output_factor, state_factor)
 };
 
 inline constexpr size_t kSmemBytes = sizeof(Smem);
