@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     const ChainTiles ct{&s.w_neg[0][0], &s.q[buf][0][0], &s.k[buf][0][0], &s.p.hi[0][0], &s.p.lo[0][0],
                         s.G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
-    chain_outputs<M, true>(ct, lane, S, D, O);
+    key_products<M>(ct, lane, S, D, O, 0);
+    finish_outputs<M, 0xFu, true>(ct, lane, D, O);
     advance_state<M, true>(ct, lane, D, S, 0);
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
