@@ -11,7 +11,8 @@ states), decode-B1-vk-plain (one plain launch per step: the host cost), and
 decode-B256-vk-serving (raw gate + q/k L2 norm + beta logit + state pool, in place), and
 decode-B256-vk-outofplace (the final state to its own buffer, as fla writes it); beside them
 decode-B{1,16}-vk-warm (one input set: the state stays in the L2), the -genericform cases (the
-generic one-token kernel) and others named in decode_cases().
+generic one-token kernel), the -noearly cases (no programmatic dependent launch) and others
+named in decode_cases().
 
 Timing: many steps captured in one graph, rotating over enough input sets that the state
 traffic is several times the 60 MB L2 (except the -warm cases); replays timed with CUDA events;
@@ -317,6 +318,11 @@ def decode_cases():
     out.append(("decode-B256-vk-serving-genericform", 256, 1, STATE_VK, torch.float32,
                 dict(serving=True, env={"GDN_DECODE_FORM": "generic"},
                      note="ours: decode-B256-vk-serving on the generic one-token kernel")))
+    for B in (1, 16, 256):
+        out.append((f"decode-B{B}-vk-noearly", B, 1, STATE_VK, torch.float32,
+                    dict(env={"GDN_DECODE_EARLY_LAUNCH": "0"},
+                         note="ours without the early (programmatic dependent) launch: each step's kernel "
+                              "is scheduled only once the previous one has finished, as the peer's is")))
     out.append(("decode-B256-vk-again", 256, 1, STATE_VK, torch.float32,
                 dict(note="decode-B256-vk once more, last: drift between the start and end of the run")))
     return out

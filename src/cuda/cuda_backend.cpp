@@ -108,6 +108,17 @@ cuda::DecodeForm decode_form(const Problem& p) {
   return cuda::DecodeForm::kOneToken;
 }
 
+// Whether the recurrent kernel is launched early (programmatic dependent launch, decode_launch.h):
+// on devices of compute capability 9 or more, unless GDN_DECODE_EARLY_LAUNCH=0 (to compare).
+// The kernel waits for the previous kernel on the stream before it reads anything, so the
+// result is the same either way; what overlaps is the launch latency of back-to-back kernels.
+bool early_launch(int device) {
+  const char* chosen = std::getenv("GDN_DECODE_EARLY_LAUNCH");
+  if (chosen && std::strcmp(chosen, "0") == 0) return false;
+  int major = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+}
+
 // State rows (vk) or columns (kv) of V per CTA of the recurrent kernel; 0: K not built.
 int decode_per_cta(const Problem& p) {
   return cuda::decode_per_cta(p.state_layout == GDN_STATE_KV, int(p.K), int(dtype_size(state_dtype(p))), one_token(p));
@@ -252,13 +263,14 @@ gdn_status cuda_forward(const Problem& p) {
   const bool kv = p.state_layout == GDN_STATE_KV;
   const bool bf16 = state_dtype(p) == GDN_DTYPE_BF16;
   const cuda::DecodeForm form = decode_form(p);
+  const bool early = early_launch(int(p.device_id));
   cudaError_t e;
   if (kv)
-    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, form, stream)
-             : cuda::launch_decode<true, float>(d, form, stream);
+    e = bf16 ? cuda::launch_decode<true, cuda::Bf16>(d, form, early, stream)
+             : cuda::launch_decode<true, float>(d, form, early, stream);
   else
-    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, form, stream)
-             : cuda::launch_decode<false, float>(d, form, stream);
+    e = bf16 ? cuda::launch_decode<false, cuda::Bf16>(d, form, early, stream)
+             : cuda::launch_decode<false, float>(d, form, early, stream);
   if (e != cudaSuccess) return device_error(e, "launching the recurrent kernel");
   return GDN_STATUS_SUCCESS;
 }

@@ -363,6 +363,19 @@ __device__ __forceinline__ float sum_within_group_transposed(float* x) {
   }
 }
 
+// ---- programmatic dependent launch (sm_90; launch_tile's early_launch)
+// A kernel launched early may run beside the end of the previous kernel on its stream: it waits
+// for that kernel's completion and memory before its first read of anything (q, k, v, gates,
+// indices and the state may all be that kernel's output), then lets the next kernel be
+// scheduled early in turn (which waits likewise: the launch order is unchanged). Without an
+// early launch both are no-ops.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // ---- sequences
 
 __device__ __forceinline__ int32_t snapshot_slot(const DecodeParams& p, int64_t n, int64_t tok) {

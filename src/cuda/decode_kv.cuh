@@ -35,6 +35,7 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   __shared__ float qk_raw[2][2][K];             // [token parity][q, k][K]
   __shared__ float4 partial[2][NW][LC][NR4];    // [token parity][warp][column lane]: warp sums
 
+  wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
   const int lc = threadIdx.x % LC;
   const int rg = (threadIdx.x % 32) / LC;
   const int warp = threadIdx.x / 32;

@@ -2,5 +2,5 @@
 #include "cuda/decode_launch.cuh"
 
 namespace gdn::cuda {
-template cudaError_t launch_decode<true, float>(const DecodeParams&, DecodeForm, cudaStream_t);
+template cudaError_t launch_decode<true, float>(const DecodeParams&, DecodeForm, bool, cudaStream_t);
 }  // namespace gdn::cuda

@@ -9,14 +9,21 @@
 namespace gdn::cuda {
 
 template <bool KV, int K, class S, bool One, class In = AnyInputs>
-cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
+cudaError_t launch_tile(const DecodeParams& p, bool early_launch, cudaStream_t stream) {
   if constexpr (DecodeTile<KV, K, int(sizeof(S)), One>::compiles) {
-    const dim3 grid(unsigned(p.N * p.Hv * p.slices));
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = early_launch ? 1 : 0;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(p.N * p.Hv * p.slices));
+    config.blockDim = dim3(decode_threads(KV));
+    config.stream = stream;
+    config.attrs = attribute;
+    config.numAttrs = 1;
     if constexpr (KV)
-      decode_kv_kernel<K, S, One><<<grid, decode_threads(true), 0, stream>>>(p);
+      return cudaLaunchKernelEx(&config, decode_kv_kernel<K, S, One>, p);
     else
-      decode_vk_kernel<K, S, One, In><<<grid, decode_threads(false), 0, stream>>>(p);
-    return cudaGetLastError();
+      return cudaLaunchKernelEx(&config, decode_vk_kernel<K, S, One, In>, p);
   } else {
     return cudaErrorInvalidConfiguration;
   }
@@ -26,21 +33,22 @@ cudaError_t launch_tile(const DecodeParams& p, cudaStream_t stream) {
 // one (vk; a bf16 state, held as stored); kv with an f32 state would compile to the same tile.
 // vk, plain or serving bf16 inputs: the one-token kernel with them fixed at compile time.
 template <bool KV, int K, class S>
-cudaError_t launch_k(const DecodeParams& p, DecodeForm form, cudaStream_t stream) {
+cudaError_t launch_k(const DecodeParams& p, DecodeForm form, bool early, cudaStream_t stream) {
   if constexpr (!KV) {
-    if (form == DecodeForm::kOneTokenPlainBf16) return launch_tile<KV, K, S, true, PlainBf16Inputs>(p, stream);
-    if (form == DecodeForm::kOneTokenServingBf16) return launch_tile<KV, K, S, true, ServingBf16Inputs>(p, stream);
+    if (form == DecodeForm::kOneTokenPlainBf16) return launch_tile<KV, K, S, true, PlainBf16Inputs>(p, early, stream);
+    if (form == DecodeForm::kOneTokenServingBf16)
+      return launch_tile<KV, K, S, true, ServingBf16Inputs>(p, early, stream);
   }
   if constexpr (sizeof(S) == 2 || !KV)
-    if (form != DecodeForm::kTokens) return launch_tile<KV, K, S, true>(p, stream);
-  return launch_tile<KV, K, S, false>(p, stream);
+    if (form != DecodeForm::kTokens) return launch_tile<KV, K, S, true>(p, early, stream);
+  return launch_tile<KV, K, S, false>(p, early, stream);
 }
 
 template <bool KV, class S>
-cudaError_t launch_decode(const DecodeParams& p, DecodeForm form, cudaStream_t stream) {
+cudaError_t launch_decode(const DecodeParams& p, DecodeForm form, bool early_launch, cudaStream_t stream) {
   switch (p.K) {
-    case 64: return launch_k<KV, 64, S>(p, form, stream);
-    case 128: return launch_k<KV, 128, S>(p, form, stream);
+    case 64: return launch_k<KV, 64, S>(p, form, early_launch, stream);
+    case 128: return launch_k<KV, 128, S>(p, form, early_launch, stream);
     default: return cudaErrorInvalidConfiguration;
   }
 }

@@ -24,13 +24,16 @@ enum class DecodeForm { kTokens, kOneToken, kOneTokenPlainBf16, kOneTokenServing
 
 // Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
 // of decode_threads(KV) threads. S: float or Bf16; form: as above (kv has no plain form: it
-// takes kOneToken's kernel for every one-token form).
+// takes kOneToken's kernel for every one-token form). early_launch: programmatic dependent
+// launch (sm_90): the kernel may be scheduled while the previous kernel on the stream still
+// runs, and waits for that kernel's completion and memory (griddepcontrol.wait) before it
+// reads anything, so only the launch latency overlaps; ignored where the device lacks it.
 template <bool KV, class S>
-cudaError_t launch_decode(const DecodeParams& p, DecodeForm form, cudaStream_t stream);
+cudaError_t launch_decode(const DecodeParams& p, DecodeForm form, bool early_launch, cudaStream_t stream);
 
-extern template cudaError_t launch_decode<false, float>(const DecodeParams&, DecodeForm, cudaStream_t);
-extern template cudaError_t launch_decode<false, Bf16>(const DecodeParams&, DecodeForm, cudaStream_t);
-extern template cudaError_t launch_decode<true, float>(const DecodeParams&, DecodeForm, cudaStream_t);
-extern template cudaError_t launch_decode<true, Bf16>(const DecodeParams&, DecodeForm, cudaStream_t);
+extern template cudaError_t launch_decode<false, float>(const DecodeParams&, DecodeForm, bool, cudaStream_t);
+extern template cudaError_t launch_decode<false, Bf16>(const DecodeParams&, DecodeForm, bool, cudaStream_t);
+extern template cudaError_t launch_decode<true, float>(const DecodeParams&, DecodeForm, bool, cudaStream_t);
+extern template cudaError_t launch_decode<true, Bf16>(const DecodeParams&, DecodeForm, bool, cudaStream_t);
 
 }  // namespace gdn::cuda

@@ -33,6 +33,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   static_assert(Tile::compiles, "vk tile");
   static_assert(W == Chunk::W, "one chunk per lane and row");
 
+  wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
   const int lane = threadIdx.x % 32;
   const int c = lane % L;                       // position in the row group
   const int grp = lane / L;

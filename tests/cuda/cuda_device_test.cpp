@@ -8,6 +8,8 @@
 //   - host_check_indices reports bad device-resident indices before launch, nothing written;
 //   - the decode kernel with plain bf16 inputs fixed at compile time gives the generic
 //     kernel's bits;
+//   - back-to-back decode steps launched early (programmatic dependent launch) chain their
+//     state as steps launched one after the other do, plain and captured in a graph;
 //   - the host cost of a plain launch (reported).
 // Every test skips without a GPU.
 #include <cuda_runtime_api.h>
@@ -258,6 +260,56 @@ TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
     const HostTensor &sp = *specialised.final_state_out(), &sg = *generic.final_state_out();
     for (int64_t i = 0; i < sp.numel(); ++i) ASSERT_TRUE(same_bits(sp, sg, i)) << text << ": state at " << i;
   }
+}
+
+// Eight in-place decode steps back to back on one stream, each reading the state the previous
+// one wrote: launched early (the default on sm_90) they give the bits of steps launched one
+// after the other (GDN_DECODE_EARLY_LAUNCH=0), issued plainly and replayed from a graph. A step
+// that read before its predecessor finished would read a stale state and differ.
+TEST(EarlyLaunch, BackToBackStepsChainTheirState) {
+  GDN_SKIP_WITHOUT_GPU();
+  constexpr int kSteps = 8;
+  Case c = parse_case("N=3,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16,pool=5,pad=1,inplace=1");
+  c.seed = fresh_seed();
+  c.path = GDN_PATH_RECURRENT;
+  const GeneratedInputs pristine = generate(c);
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<GeneratedInputs> runs;
+  for (const bool early : {false, true})
+    for (const bool graph : {false, true}) {
+      GeneratedInputs in = pristine;
+      if (!early) setenv("GDN_DECODE_EARLY_LAUNCH", "0", 1);
+      DeviceBuffers dev(in, 0);
+      gdn_forward_args a = dev.args(in, GDN_BACKEND_CUDA, stream);
+      cudaGraph_t g = nullptr;
+      if (graph) CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      gdn_status s = GDN_STATUS_SUCCESS;
+      for (int step = 0; step < kSteps && s == GDN_STATUS_SUCCESS; ++step) s = gdn_forward(&a);
+      const std::string message = gdn_last_error();
+      if (graph) CUDA_OK(cudaStreamEndCapture(stream, &g));
+      unsetenv("GDN_DECODE_EARLY_LAUNCH");
+      ASSERT_EQ(s, GDN_STATUS_SUCCESS) << message;
+      if (graph) {
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(g);
+      }
+      dev.synchronize(stream);
+      dev.download(in);
+      runs.push_back(std::move(in));
+    }
+  const GeneratedInputs& ref = runs[0];  // plain launches, not early
+  for (size_t r = 1; r < runs.size(); ++r) {
+    for (int64_t i = 0; i < ref.o.numel(); ++i)
+      ASSERT_TRUE(same_bits(ref.o, runs[r].o, i)) << "run " << r << ": o at " << i;
+    const HostTensor &a = *ref.final_state_out(), &b = *runs[r].final_state_out();
+    for (int64_t i = 0; i < a.numel(); ++i) ASSERT_TRUE(same_bits(a, b, i)) << "run " << r << ": state at " << i;
+  }
+  cudaStreamDestroy(stream);
 }
 
 TEST(Rejects, HostMemoryLabelledCuda) {
