@@ -160,6 +160,15 @@ __device__ __forceinline__ void chunk_gates(const ChunkParams& p, Sm& s, const H
   s.beta[2 * lane + 1] = b[1];
 }
 
+// Mask_ij = exp(G_i - G_j) where j <= i (live), for a select by the caller: expf runs in every
+// lane on an argument that is 0 where not live, so its expansion is straight-line code the
+// compiler interleaves across a thread's elements (written as `live ? expf(..) : 0`, each
+// element became a branch around the expansion; Nsight Compute put gate_inverse, 32 of them a
+// thread, at 14% of the fused step). The same bits where live.
+__device__ __forceinline__ float causal_decay(float Gi, float Gj, bool live) {
+  return expf(live ? Gi - Gj : 0.f);
+}
+
 // ---- tiles in and out
 
 // cp.async of one [C, 128] half-precision tile by kBy threads: token rows [tok0, tok0 + rows)
@@ -330,7 +339,8 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
         const int jj = j + e;
         const float rkj = s.rk[jj];
         mv[e] = jj < i ? bi * rkj * kk[t][2 * hr + e] : 0.f;                    // beta_i kn_i . kn_j
-        pv[e] = jj <= i ? expf(Gi - s.G[jj]) * qi * rkj * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
+        const float mask = causal_decay(Gi, s.G[jj], jj <= i);
+        pv[e] = jj <= i ? mask * qi * rkj * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
       }
       *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
       uint32_t hi, lo;
@@ -395,7 +405,7 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int tid, int warp, int 
   {  // 32 x 32 merge: Y = m_BA X_AA, then X_BA = -X_BB Y; thread: one row, four columns
     const int r = tid >> 3, c = (tid & 7) * 4;
     float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
+#pragma unroll
     for (int k = 0; k < 32; ++k) {
       const float a = s.m[32 + r][k];
       const float4 xk = *reinterpret_cast<const float4*>(&s.x[k][c]);
@@ -404,7 +414,7 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int tid, int warp, int 
     *reinterpret_cast<float4*>(&s.merge[r][c]) = y;
     __syncthreads();
     float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
+#pragma unroll
     for (int k = 0; k < 32; ++k) {
       const float a = s.x[32 + r][32 + k];
       const float4 yk = *reinterpret_cast<const float4*>(&s.merge[k][c]);
@@ -427,7 +437,8 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
     for (int e = 0; e < 2; ++e) {
       const int j = j0 + jp + e;
       const float xb = (j < i ? s.x[i][j] : (j == i ? 1.f : 0.f)) * s.beta[j];
-      t[e] = j <= i ? expf(Gi - s.G[j]) * xb : 0.f;
+      const float mask = causal_decay(Gi, s.G[j], j <= i);
+      t[e] = j <= i ? mask * xb : 0.f;
       w[e] = xb * s.rk[j];
     }
     uint32_t hi, lo;
