@@ -22,7 +22,9 @@
 namespace {
 
 constexpr int kM = 64, kN = 64, kK = 16;
-constexpr int kSmemBytes = 4096;
+// Room for what a wrong reading reaches, not only what the right one does: with the strides
+// swapped, the 8 N groups step by 1024 B (a 4 KB buffer made the fourth candidate fault).
+constexpr int kSmemBytes = 16384;
 
 struct Candidate {
   const char* name;
