@@ -310,19 +310,18 @@ def decode_cases():
                     dict(warm=True, note="one input set, not rotated: the state stays in the L2 between steps "
                                          "(BENCH.md's 2.57 us peer reference at B = 1 is below what a cold "
                                          "state allows here; is it this?)")))
-    for B in (1, 16, 256):
-        out.append((f"decode-B{B}-vk-genericform", B, 1, STATE_VK, torch.float32,
-                    dict(env={"GDN_DECODE_FORM": "generic"},
-                         note="ours: the generic one-token kernel (every dtype and option read at run time), "
-                              "against the default plain-input form of decode-B*-vk")))
+    # ours with one library choice switched off through its environment variable, at B = 1, 16, 256
+    switched = [("genericform", {"GDN_DECODE_FORM": "generic"},
+                 "ours: the generic one-token kernel (every dtype and option read at run time), "
+                 "against the default plain-input form of decode-B*-vk"),
+                ("noearly", {"GDN_DECODE_EARLY_LAUNCH": "0"},
+                 "ours without the early (programmatic dependent) launch: each step's kernel "
+                 "is scheduled only once the previous one has finished, as the peer's is")]
+    for suffix, env, note in switched:
+        for B in (1, 16, 256):
+            out.append((f"decode-B{B}-vk-{suffix}", B, 1, STATE_VK, torch.float32, dict(env=env, note=note)))
     out.append(("decode-B256-vk-serving-genericform", 256, 1, STATE_VK, torch.float32,
-                dict(serving=True, env={"GDN_DECODE_FORM": "generic"},
-                     note="ours: decode-B256-vk-serving on the generic one-token kernel")))
-    for B in (1, 16, 256):
-        out.append((f"decode-B{B}-vk-noearly", B, 1, STATE_VK, torch.float32,
-                    dict(env={"GDN_DECODE_EARLY_LAUNCH": "0"},
-                         note="ours without the early (programmatic dependent) launch: each step's kernel "
-                              "is scheduled only once the previous one has finished, as the peer's is")))
+                dict(serving=True, env=switched[0][1], note="ours: decode-B256-vk-serving on the generic one-token kernel")))
     out.append(("decode-B256-vk-again", 256, 1, STATE_VK, torch.float32,
                 dict(note="decode-B256-vk once more, last: drift between the start and end of the run")))
     return out
