@@ -321,7 +321,8 @@ def decode_cases():
         for B in (1, 16, 256):
             out.append((f"decode-B{B}-vk-{suffix}", B, 1, STATE_VK, torch.float32, dict(env=env, note=note)))
     out.append(("decode-B256-vk-serving-genericform", 256, 1, STATE_VK, torch.float32,
-                dict(serving=True, env=switched[0][1], note="ours: decode-B256-vk-serving on the generic one-token kernel")))
+                dict(serving=True, env=switched[0][1],
+                     note="ours: decode-B256-vk-serving on the generic one-token kernel")))
     out.append(("decode-B256-vk-again", 256, 1, STATE_VK, torch.float32,
                 dict(note="decode-B256-vk once more, last: drift between the start and end of the run")))
     return out
