@@ -20,10 +20,13 @@ cudaError_t launch_tile(const DecodeParams& p, bool early_launch, cudaStream_t s
     config.stream = stream;
     config.attrs = attribute;
     config.numAttrs = 1;
+    cudaError_t e;
     if constexpr (KV)
-      return cudaLaunchKernelEx(&config, decode_kv_kernel<K, S, One>, p);
+      e = cudaLaunchKernelEx(&config, decode_kv_kernel<K, S, One>, p);
     else
-      return cudaLaunchKernelEx(&config, decode_vk_kernel<K, S, One, In>, p);
+      e = cudaLaunchKernelEx(&config, decode_vk_kernel<K, S, One, In>, p);
+    if (e != cudaSuccess) cudaGetLastError();  // returned here, not left for the caller's next check
+    return e;
   } else {
     return cudaErrorInvalidConfiguration;
   }
