@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
     key_products<M>(s, buf, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC);
     __syncthreads();
-    invert_unit_lower(s, tid, warp, lane);
+    invert_unit_lower(s, warp, lane);
     __syncthreads();
     gate_inverse<M>(s, tid);
     if (tid < kC) {  // the chain's per-token factors, once for all warps (the same expressions)

@@ -1,6 +1,6 @@
 // Warp-level tensor-core pieces of the chunked kernel (sm_80+): the m16n8k16 product with f32
 // accumulation in bf16 or f16, ldmatrix fragment loads from shared memory, hi + lo splits of
-// f32 values, and cp.async tile copies.
+// f32 values, 3xTF32 products of f32 tiles, and cp.async tile copies.
 //
 // Fragments of mma.m16n8k16 (g = lane / 4, q = lane % 4; pairs are two 16-bit values in one
 // register, the lower column in the low half):
@@ -88,6 +88,64 @@ __device__ __forceinline__ void acc_to_a_split(const float (&acc)[kTiles][4], in
   split_pair<M>(acc[2 * s][2], acc[2 * s][3], hi[1], lo[1]);
   split_pair<M>(acc[2 * s + 1][0], acc[2 * s + 1][1], hi[2], lo[2]);
   split_pair<M>(acc[2 * s + 1][2], acc[2 * s + 1][3], hi[3], lo[3]);
+}
+
+// ---- tf32 products of f32 tiles (the inverse's block merges)
+//
+// Fragments of mma.m16n8k8 with tf32 operands (one f32 register each):
+//   A, 16 x 8:   a0 (row g, col q)   a1 (row g+8, col q)   a2 (row g, col q+4)   a3 (row g+8, col q+4)
+//   B, 8 x 8:    b0 (row q, col g)   b1 (row q+4, col g)
+//   C, 16 x 8:   as m16n8k16's
+// Each operand x enters as hi + lo, both rounded to tf32 (hi keeps 11 significant bits, hi + lo
+// about 22), and a product as hi hi + hi lo + lo hi ("3xTF32"): near f32 accuracy on tensor
+// cores.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+
+// d += a b (A 16 x 8 row-major, B 8 x 8 column-major, tf32 operands, f32 accumulators)
+__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// acc += A B over k-steps [ks_begin, ks_end) of 8, in 3xTF32: A points at the 16 x 8 ks_end tile
+// (row-major, row stride lda floats) and B at the 8 ks_end x 8 tile (row-major, ldb), both f32
+// in shared memory.
+__device__ __forceinline__ void tile_product_tf32x3(float (&acc)[4], const float* A, int lda, const float* B,
+                                                    int ldb, int ks_begin, int ks_end, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int ks = ks_begin; ks < ks_end; ++ks) {
+    const int k = 8 * ks + q;
+    uint32_t ah[4], al[4], bh[2], bl[2];
+    split_tf32(A[g * lda + k], ah[0], al[0]);
+    split_tf32(A[(g + 8) * lda + k], ah[1], al[1]);
+    split_tf32(A[g * lda + k + 4], ah[2], al[2]);
+    split_tf32(A[(g + 8) * lda + k + 4], ah[3], al[3]);
+    split_tf32(B[k * ldb + g], bh[0], bl[0]);
+    split_tf32(B[(k + 4) * ldb + g], bh[1], bl[1]);
+    mma_tf32(acc, al[0], al[1], al[2], al[3], bh[0], bh[1]);  // the small terms first
+    mma_tf32(acc, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+    mma_tf32(acc, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+  }
+}
+
+// A 16 x 8 accumulator tile to a row-major f32 tile (row stride ld), times `scale`.
+__device__ __forceinline__ void store_acc_f32(const float (&acc)[4], float* to, int ld, float scale, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  *reinterpret_cast<float2*>(to + g * ld + 2 * q) = make_float2(scale * acc[0], scale * acc[1]);
+  *reinterpret_cast<float2*>(to + (g + 8) * ld + 2 * q) = make_float2(scale * acc[2], scale * acc[3]);
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads) of `threads` threads (whole warps).
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- ldmatrix: four 8 x 8 matrices of 16-bit values, one row address per lane

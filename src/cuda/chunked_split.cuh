@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   __syncthreads();  // q is read: v takes its place, landing while the inverse runs
   load_token_rows<kThreads>(p.v, n, tok0, rows, h, s.v[0], tid);
   cp_async_commit();
-  invert_unit_lower(s, tid, warp, lane);
+  invert_unit_lower(s, warp, lane);
   __syncthreads();
   gate_inverse<M>(s, tid);
   cp_async_wait<0>();

@@ -20,7 +20,8 @@
 //
 // Precision (docs/NOTES.md): every operand the kernel computes (S, D, T, X diag(beta rk), P)
 // enters the tensor cores as a hi + lo pair of half-precision values (about 16 significant
-// bits); only -W is rounded once. Inputs q, k, v are exact. Planned in an f64 emulation of these
+// bits); only -W is rounded once. Inputs q, k, v are exact. X is stored in f32; its block
+// merges run on tensor cores in 3xTF32 (about 22 significant bits an operand). Planned in an f64 emulation of these
 // roundings (o <= 2.0e-3, state <= 1.1e-3 with no decay, the worst regime); measured on the
 // H200 against the f64 oracle, bf16: o 1.66e-3 (o's own rounding to bf16), state 2.5e-6 to
 // 5.5e-6 on the benchmark shapes (fla: 3.3e-3 and 2.1e-3 to 2.6e-3).
@@ -355,10 +356,12 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
 //   X_bb = (I + m_bb)^-1                               forward substitution, a lane per column
 //   X_ij = -X_ii m_ij X_jj                             (i, j) = (1, 0), (3, 2): 16 x 16 merges
 //   X_BA = -X_BB m_BA X_AA                             A = [0, 32), B = [32, 64): one 32 x 32 merge
-// Blocks above the diagonal inside X_AA and X_BB are written as zeros (the merges read them);
-// the rest of the upper triangle is never read.
+// The merges are 3xTF32 tensor-core products (chunked_mma.cuh), each warp a 16 x 8 tile of
+// Y = m X then of -X Y; Y passes through the merge scratch. Blocks above the diagonal inside
+// X_AA and X_BB are written as zeros (the merges read them); the rest of the upper triangle is
+// never read.
 template <class Sm>
-__device__ __forceinline__ void invert_unit_lower(Sm& s, int tid, int warp, int lane) {
+__device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
   if (warp < 4) {
     const int b0 = 16 * warp;
     if (lane < 16) {
@@ -378,49 +381,30 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int tid, int warp, int 
     }
   }
   __syncthreads();
-  {  // 16 x 16 merges: Y = m_ij X_jj, then X_ij = -X_ii Y; thread: one row, two columns
-    const int pm = tid >> 7, r = (tid >> 3) & 15, c = (tid & 7) * 2;
+  if (warp < 4) {  // 16 x 16 merges: warp (pm, nt) does columns [j0 + 8 nt, +8) of block (i0, j0);
+                   // its Y columns are all its -X_ii Y needs, so no barrier between the two
+    const int pm = warp >> 1, nt = warp & 1;
     const int i0 = 32 * pm + 16, j0 = 32 * pm;
-    float y0 = 0.f, y1 = 0.f;
-#pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      const float a = s.m[i0 + r][j0 + k];
-      y0 += a * s.x[j0 + k][j0 + c];
-      y1 += a * s.x[j0 + k][j0 + c + 1];
-    }
-    s.merge[16 * pm + r][c] = y0;
-    s.merge[16 * pm + r][c + 1] = y1;
-    __syncthreads();
-    float x0 = 0.f, x1 = 0.f;
-#pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      const float a = s.x[i0 + r][i0 + k];
-      x0 += a * s.merge[16 * pm + k][c];
-      x1 += a * s.merge[16 * pm + k][c + 1];
-    }
-    s.x[i0 + r][j0 + c] = -x0;
-    s.x[i0 + r][j0 + c + 1] = -x1;
+    float y[4] = {0.f, 0.f, 0.f, 0.f};  // X_jj is lower triangular: column tile nt needs k >= 8 nt
+    tile_product_tf32x3(y, &s.m[i0][j0], kLdF, &s.x[j0][j0 + 8 * nt], kLdF, nt, 2, lane);
+    float* y_tile = &s.merge[16 * pm][8 * nt];  // [16, 8] of the merge scratch, this warp's
+    store_acc_f32(y, y_tile, kLdMerge, 1.f, lane);
+    __syncwarp();
+    float z[4] = {0.f, 0.f, 0.f, 0.f};
+    tile_product_tf32x3(z, &s.x[i0][i0], kLdF, y_tile, kLdMerge, 0, 2, lane);
+    store_acc_f32(z, &s.x[i0][j0 + 8 * nt], kLdF, -1.f, lane);
   }
   __syncthreads();
-  {  // 32 x 32 merge: Y = m_BA X_AA, then X_BA = -X_BB Y; thread: one row, four columns
-    const int r = tid >> 3, c = (tid & 7) * 4;
-    float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int k = 0; k < 32; ++k) {
-      const float a = s.m[32 + r][k];
-      const float4 xk = *reinterpret_cast<const float4*>(&s.x[k][c]);
-      y.x += a * xk.x; y.y += a * xk.y; y.z += a * xk.z; y.w += a * xk.w;
-    }
-    *reinterpret_cast<float4*>(&s.merge[r][c]) = y;
-    __syncthreads();
-    float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int k = 0; k < 32; ++k) {
-      const float a = s.x[32 + r][32 + k];
-      const float4 yk = *reinterpret_cast<const float4*>(&s.merge[k][c]);
-      z.x += a * yk.x; z.y += a * yk.y; z.z += a * yk.z; z.w += a * yk.w;
-    }
-    *reinterpret_cast<float4*>(&s.x[32 + r][c]) = make_float4(-z.x, -z.y, -z.z, -z.w);
+  {  // 32 x 32 merge: warp (rt, ct) does rows [16 rt, +16) and columns [8 ct, +8) of Y and of
+     // X_BA; the pair of warps sharing ct meets at named barrier 1 + ct between the two
+    const int rt = warp & 1, ct = warp >> 1;
+    float y[4] = {0.f, 0.f, 0.f, 0.f};  // X_AA is lower triangular: column tile ct needs k >= 8 ct
+    tile_product_tf32x3(y, &s.m[32 + 16 * rt][0], kLdF, &s.x[0][8 * ct], kLdF, ct, 4, lane);
+    store_acc_f32(y, &s.merge[16 * rt][8 * ct], kLdMerge, 1.f, lane);
+    named_barrier(1 + ct, 64);
+    float z[4] = {0.f, 0.f, 0.f, 0.f};  // X_BB is lower triangular: row tile rt needs k < 16 (rt + 1)
+    tile_product_tf32x3(z, &s.x[32 + 16 * rt][32], kLdF, &s.merge[0][8 * ct], kLdMerge, 0, 2 * (rt + 1), lane);
+    store_acc_f32(z, &s.x[32 + 16 * rt][8 * ct], kLdF, -1.f, lane);
   }
 }
 

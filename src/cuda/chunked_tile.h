@@ -59,6 +59,10 @@ constexpr bool auto_prefers_chunked(int64_t tokens_per_sequence) {
   return tokens_per_sequence >= kAutoMinTokens;
 }
 
+// Row stride of the inverse's merge scratch (f32): the tf32 B-fragment reads (row q, column g)
+// fall in 32 distinct banks (8 q + g).
+inline constexpr int kLdMerge = 32 + 8;
+
 // Shared memory of one block (uint16_t: bf16 or f16 bits, the kernel's input dtype). About
 // 197 KB: the kernel needs a device whose opt-in block limit is at least that (Hopper: 227 KB).
 struct HalfPair {  // a [C, C] matrix as hi + lo half-precision parts (x = hi + lo to ~2^-16)
@@ -75,7 +79,7 @@ struct Smem {
   HalfPair p;                 // [C, C] P = Mask o (Qn Kn^T)
   union {
     HalfPair t;               // [C, C] T = Mask o (X diag(beta))
-    float merge[32][32 + 4];  // before T: scratch of the inverse's block merges
+    float merge[32][kLdMerge];  // before T: scratch of the inverse's block merges
   };
   HalfPair xw;                // [C, C] X diag(beta rk): W's left factor
   union {
@@ -90,6 +94,8 @@ struct Smem {
 };
 
 inline constexpr size_t kSmemBytes = sizeof(Smem);
+static_assert(offsetof(Smem, x) % 16 == 0 && offsetof(Smem, t) % 16 == 0,
+              "f32 tiles take float2 stores");
 static_assert(sizeof(float[kC][kLdF]) >= sizeof(uint16_t[kC][kLdTok]), "w_neg must fit in m");
 
 // ---- the split form: a prepare kernel and a chain kernel
@@ -112,7 +118,7 @@ struct PrepSmem {
   uint16_t k[1][kC][kLdTok];    // [C, K] key rows
   union {
     HalfPair t;
-    float merge[32][32 + 4];
+    float merge[32][kLdMerge];
   };
   HalfPair xw;
   union {
@@ -125,6 +131,8 @@ struct PrepSmem {
   float rq[kC], rk[kC];
 };
 inline constexpr int kPrepCtasPerSm = 2;
+static_assert(offsetof(PrepSmem, x) % 16 == 0 && offsetof(PrepSmem, t) % 16 == 0,
+              "f32 tiles take float2 stores");
 
 // One chunk of one value head as the prepare kernel leaves it (global memory, the workspace).
 // All C rows are written; padding rows past a sequence's end hold zeros (w_neg, p, uT) and the
@@ -331,7 +339,7 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // The windows may still run one after the other at run time (a graph capture, no side stream
 // free): the call then takes serial_chain_split, the best chain without overlap (the full chain
 // pays only beside the preparation). The sequence split (plan_segments) runs the key-half chain.
-inline constexpr double kFusedStepUs = 12.0;  // 4 x 8192: 1.54 ms over 128 chunks
+inline constexpr double kFusedStepUs = 11.5;  // 4 x 8192: 1.48 ms over 128 chunks
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
 inline constexpr double kChainStepUs = 3.9;  // the key-half chain (Nsight Compute: 248 us a window of 64 chunks)
 inline constexpr double kFullChainStepUs = 6.8;  // the full chain (1 x 65536 and 1 x 16384 in split1: 6.8, 7.1)
