@@ -22,7 +22,8 @@
 #              descriptors wgmma reads as the chain kernel would use it (seconds);
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
-#              the library's choice): the details page and per-SASS-instruction samples.
+#              the library's choice): the details page, per-SASS-instruction samples, and
+#              those samples by stretch between barriers (scripts/ncu_regions.py).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
@@ -161,6 +162,7 @@ if has profile; then
   "$NCU" --import /tmp/prof.ncu-rep --page source --csv --print-source sass > "$P/source.csv" 2>> "$P/ncu.log"
   grep -E "Duration|Registers|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|Tensor|Shared" \
     "$P/details.txt" | head -20 >> "$SUMMARY"
+  python3 scripts/ncu_regions.py "$P/source.csv" >> "$SUMMARY" 2>&1  # stall samples by stretch
 fi
 
 tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null
