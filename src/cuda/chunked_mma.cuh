@@ -117,9 +117,9 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// acc += A B over k-steps [ks_begin, ks_end) of 8, in 3xTF32: A points at the 16 x 8 ks_end tile
-// (row-major, row stride lda floats) and B at the 8 ks_end x 8 tile (row-major, ldb), both f32
-// in shared memory.
+// acc += A B over k-steps [ks_begin, ks_end) of 8, in 3xTF32: A points at a 16 x (8 ks_end)
+// tile (row-major, row stride lda floats) and B at an (8 ks_end) x 8 tile (row-major, ldb), both
+// f32 in shared memory.
 __device__ __forceinline__ void tile_product_tf32x3(float (&acc)[4], const float* A, int lda, const float* B,
                                                     int ldb, int ks_begin, int ks_end, int lane) {
   const int g = lane >> 2, q = lane & 3;

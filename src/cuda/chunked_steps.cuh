@@ -21,7 +21,7 @@
 // Precision (docs/NOTES.md): every operand the kernel computes (S, D, T, X diag(beta rk), P)
 // enters the tensor cores as a hi + lo pair of half-precision values (about 16 significant
 // bits); only -W is rounded once. Inputs q, k, v are exact. X is stored in f32; its block
-// merges run on tensor cores in 3xTF32 (about 22 significant bits an operand). Planned in an
+// merges run on tensor cores in 3xTF32 (about 21 significant bits an operand). Planned in an
 // f64 emulation of these roundings (o <= 2.0e-3, state <= 1.1e-3 with no decay, the worst
 // regime); measured on the H200 against the f64 oracle, bf16: o 1.66e-3 (o's own rounding to
 // bf16), state 2.5e-6 to 5.5e-6 on the benchmark shapes (fla: 3.3e-3 and 2.1e-3 to 2.6e-3).
