@@ -20,12 +20,17 @@
 #              against the lab's register design and a copy of the same bytes (about a minute);
 #   wgmma      (not in the default list) bench/wgmma_lab.cu: which shared-memory layouts and
 #              descriptors wgmma reads as the chain kernel would use it (seconds);
+#   compare    (not in the default list) same-run timings, no peer, of the packed build and every
+#              build added with --add-lib, alternating, COMPARE_REPEATS times (default 2), on
+#              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536): how a change is
+#              measured against the build before it;
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
 #              those samples by stretch between barriers (scripts/ncu_regions.py).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
+#   bash scripts/device_pass.sh --add-lib NAME FILE   # another build's libgdn.so, for compare
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
 #       timeout_s=580)
 # What comes back ($OUT, at most 8 files): summary.txt, logs.tgz, and the results JSON files.
@@ -44,10 +49,19 @@ if [ "${1:-}" = "--pack" ]; then
   exit 0
 fi
 
+if [ "${1:-}" = "--add-lib" ]; then  # .devbuild/lib-NAME: FILE as libgdn.so, beside the packed build
+  [ $# -eq 3 ] && [ -f "$3" ] && [ -d .devbuild/lib ] || { echo "usage (after --pack): $0 --add-lib NAME FILE" >&2; exit 2; }
+  D=.devbuild/lib-$2
+  rm -rf "$D" && mkdir -p "$D"
+  cp -L "$3" "$D/libgdn.so" && cp -L "$3" "$D/libgdn.so.0.1" && cp .devbuild/lib/libgomp.so.1 "$D/"
+  du -sh .devbuild
+  exit 0
+fi
+
 PHASES=${*:-recurrent chunked prefill tool python}
 FINAL=${OUT:-$PWD/device-out}
 WORK=/tmp/gdn-pass
-rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python,lab,profile} "$FINAL"
+rm -rf "$WORK" && mkdir -p "$WORK"/{recurrent,chunked,tool,python,compare,lab,profile} "$FINAL"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
 export GDN_DEVICE_BUILD=.devbuild
 export LD_LIBRARY_PATH=$PWD/.devbuild/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -136,6 +150,21 @@ if has python; then
     note "$s: rc=$? ($(elapsed))"
     tail -n 40 "$log" >> "$SUMMARY"
   done
+fi
+
+if has compare; then  # the packed build (lib) and every --add-lib build, alternating, no peer
+  C=${COMPARE_CASES:-prefill-4x8192,prefill-16x4096,prefill-varlen16,prefill-1x32768-hv64,prefill-1x65536}
+  note "== compare ($C)"
+  for r in $(seq "${COMPARE_REPEATS:-2}"); do
+    for d in .devbuild/lib .devbuild/lib-*; do
+      [ -f "$d/libgdn.so" ] || continue
+      name=$(basename "$d")
+      LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 300 python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" \
+        --out "$WORK/compare/$name-$r" --cases "$C" --no-peer --rep 30 --commit "$name" > "$WORK/compare/$name-$r.log" 2>&1
+      grep -E '^prefill-' "$WORK/compare/$name-$r.log" | sed "s/^/$name r$r /" | tee -a "$SUMMARY" > /dev/null
+    done
+  done
+  note "compare done ($(elapsed))"
 fi
 
 if has lab; then
