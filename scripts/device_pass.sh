@@ -161,7 +161,7 @@ if has compare; then  # the packed build (lib) and every --add-lib build, altern
       name=$(basename "$d")
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 300 python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" \
         --out "$WORK/compare/$name-$r" --cases "$C" --no-peer --rep 30 --commit "$name" > "$WORK/compare/$name-$r.log" 2>&1
-      grep -E '^prefill-' "$WORK/compare/$name-$r.log" | sed "s/^/$name r$r /" | tee -a "$SUMMARY" > /dev/null
+      grep -E '^prefill-' "$WORK/compare/$name-$r.log" | sed "s/^/$name r$r /" >> "$SUMMARY"
     done
   done
   note "compare done ($(elapsed))"
