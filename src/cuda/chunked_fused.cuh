@@ -35,28 +35,33 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   const HeadGate hg = head_gate(p, h);
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
 
+  // The gates: chunk 0's here; chunk c + 1's by kGateWarp during chunk c's forward substitution
+  // (where warps 4..7 wait for warps 0..3) into G_next / beta_next, which the loop top moves to
+  // G / beta. (Formed by warp 0 at the loop top, they kept the other seven warps at the next
+  // barrier for about 6% of the step: Nsight Compute.)
+  constexpr int kGateWarp = 4;
   const int64_t chunks = (sq.len + kC - 1) / kC;
-  RawGates gates;
+  const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   if (chunks > 0) {
-    load_chunk_tiles(p, s, 0, n, sq.bos, int(sq.len < kC ? sq.len : kC), j, h, tid);
-    if (warp == 0) gates = load_raw_gates(p, n, sq, h, 0, lane);
+    load_chunk_tiles(p, s, 0, n, sq.bos, live_rows(0), j, h, tid);
+    if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, 0, lane), live_rows(0), lane);
   }
   cp_async_commit();
 
   for (int64_t c = 0; c < chunks; ++c) {
     const int buf = int(c & 1);
     const int64_t tok0 = sq.bos + c * kC;
-    const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
-    __syncthreads();  // chunk c - 1 is done with every buffer
-    if (c + 1 < chunks) {
-      const int64_t left = sq.len - (c + 1) * kC;
-      load_chunk_tiles(p, s, buf ^ 1, n, tok0 + kC, int(left < kC ? left : kC), j, h, tid);
+    const int rows = live_rows(c);
+    const bool next = c + 1 < chunks;
+    __syncthreads();  // chunk c - 1 is done with every buffer (and G, beta)
+    if (c > 0 && warp == 1) {  // chunk c's gates, formed during chunk c - 1
+      *reinterpret_cast<float2*>(&s.G[2 * lane]) = *reinterpret_cast<const float2*>(&s.G_next[2 * lane]);
+      *reinterpret_cast<float2*>(&s.beta[2 * lane]) = *reinterpret_cast<const float2*>(&s.beta_next[2 * lane]);
     }
+    if (next) load_chunk_tiles(p, s, buf ^ 1, n, tok0 + kC, live_rows(c + 1), j, h, tid);
     cp_async_commit();
-    if (warp == 0) {
-      chunk_gates(p, s, hg, gates, rows, lane);
-      if (c + 1 < chunks) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
-    }
+    RawGates gates;  // chunk c + 1's, in flight until the forward substitution
+    if (warp == kGateWarp && next) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
     cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
     __syncthreads();
     if (p.l2norm) {
@@ -67,6 +72,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
     key_products<M>(s, buf, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC);
     __syncthreads();
+    if (warp == kGateWarp && next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
     invert_unit_lower(s, warp, lane);
     __syncthreads();
     gate_inverse<M>(s, tid);

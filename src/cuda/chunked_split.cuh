@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   load_token_rows<kThreads>(p.q, n, tok0, rows, j, s.q[0], tid);
   load_token_rows<kThreads>(p.k, n, tok0, rows, j, s.k[0], tid);
   cp_async_commit();
-  if (warp == 0) chunk_gates(p, s, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+  if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
   cp_async_wait<0>();
   __syncthreads();
   if (p.l2norm) {

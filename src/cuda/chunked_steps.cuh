@@ -135,10 +135,10 @@ __device__ __forceinline__ RawGates load_raw_gates(const ChunkParams& p, int64_t
   return r;
 }
 
-// Warp 0: G_t = g_1 + ... + g_t and beta_t of the chunk's `rows` live tokens; padding rows get
-// g = 0 and beta = 0, so they change nothing (their k, v, q rows are zero too).
-template <class Sm>
-__device__ __forceinline__ void chunk_gates(const ChunkParams& p, Sm& s, const HeadGate& hg,
+// One warp: G_t = g_1 + ... + g_t and beta_t of the chunk's `rows` live tokens into G[C] and
+// beta[C] (shared memory); padding rows get g = 0 and beta = 0, so they change nothing (their
+// k, v, q rows are zero too).
+__device__ __forceinline__ void chunk_gates(const ChunkParams& p, float* G, float* beta, const HeadGate& hg,
                                             const RawGates& r, int rows, int lane) {
   float g[2], b[2];
 #pragma unroll
@@ -155,10 +155,10 @@ __device__ __forceinline__ void chunk_gates(const ChunkParams& p, Sm& s, const H
   }
   float excl = __shfl_up_sync(0xffffffffu, incl, 1);
   if (lane == 0) excl = 0.f;
-  s.G[2 * lane] = excl + g[0];
-  s.G[2 * lane + 1] = incl;
-  s.beta[2 * lane] = b[0];
-  s.beta[2 * lane + 1] = b[1];
+  G[2 * lane] = excl + g[0];
+  G[2 * lane + 1] = incl;
+  beta[2 * lane] = b[0];
+  beta[2 * lane + 1] = b[1];
 }
 
 // Mask_ij = exp(G_i - G_j) where j <= i (live), for a select by the caller: exp runs in every

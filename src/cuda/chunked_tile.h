@@ -91,11 +91,14 @@ struct Smem {
   float beta[kC];
   float rq[kC], rk[kC];       // 1 / ||q_t||, 1 / ||k_t|| (1 without qk_l2norm)
   float q_f[kC], k_f[kC];     // the chain's per-token factors (output_factor, state_factor)
+  float G_next[kC], beta_next[kC];  // the next chunk's G and beta, formed a chunk ahead
 };
 
 inline constexpr size_t kSmemBytes = sizeof(Smem);
-static_assert(offsetof(Smem, x) % 16 == 0 && offsetof(Smem, t) % 16 == 0,
-              "f32 tiles take float2 stores");
+static_assert(offsetof(Smem, x) % 16 == 0 && offsetof(Smem, t) % 16 == 0 && offsetof(Smem, G) % 8 == 0 &&
+                  offsetof(Smem, beta) % 8 == 0 && offsetof(Smem, G_next) % 8 == 0 &&
+                  offsetof(Smem, beta_next) % 8 == 0,
+              "f32 tiles and gate rows take float2 accesses");
 static_assert(sizeof(float[kC][kLdF]) >= sizeof(uint16_t[kC][kLdTok]), "w_neg must fit in m");
 
 // ---- the split form: a prepare kernel and a chain kernel
