@@ -4,7 +4,9 @@
 #              indices, graph capture, two streams), decode benchmark against
 #              flash-linear-attention, compute-sanitizer memcheck and racecheck;
 #   chunked    the chunked prefill tests (every form; the 2^20-token sequence), compute-sanitizer
-#              racecheck and memcheck on a few of them;
+#              racecheck and memcheck on a few of them; CHUNKED_LIBS="lib NAME ..." picks the
+#              builds the tests run on (lib: the packed one, the default; NAME: an --add-lib
+#              build), CHUNKED_SANITIZE the builds the sanitizers run on (default lib);
 #   prefill    bench/bench_prefill.py: BENCH.md's prefill cases against flash-linear-attention,
 #              ours as the library chooses and in the forms PREFILL_FORMS (default fused,split:1),
 #              PREFILL_S seconds (default 240), PREFILL_CASES picks cases;
@@ -96,16 +98,25 @@ if has recurrent; then
 fi
 
 if has chunked; then
-  timeout 90 "$BIN/cuda_chunked_test" --gtest_brief=1 > "$WORK/chunked/tests.log" 2>&1
-  note "== chunked tests: rc=$? $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests.log" | tr '\n' ' ') ($(elapsed))"
-  grep -E '^\[  FAILED  \]' "$WORK/chunked/tests.log" | sort -u | head -20 | tee -a "$SUMMARY"
-  grep -E '^2\^20 tokens' "$WORK/chunked/tests.log" | tee -a "$SUMMARY"
-  for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
-              "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
-    tool=${spec%%:*} filter=${spec#*:}
-    timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$BIN/cuda_chunked_test" \
-      --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool.log" 2>&1
-    note "chunked $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$WORK/chunked/$tool.log" | tail -n 1) ($(elapsed))"
+  # CHUNKED_LIBS="lib NAME ...": the builds the tests run on (lib: the packed one; NAME: --add-lib)
+  for name in ${CHUNKED_LIBS:-lib}; do
+    d=.devbuild/$name; [ "$name" = lib ] || d=.devbuild/lib-$name
+    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 90 "$BIN/cuda_chunked_test" --gtest_brief=1 \
+      > "$WORK/chunked/tests-$name.log" 2>&1
+    note "== chunked tests ($name): rc=$? $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests-$name.log" | tr '\n' ' ') ($(elapsed))"
+    grep -E '^\[  FAILED  \]' "$WORK/chunked/tests-$name.log" | sort -u | head -20 | tee -a "$SUMMARY"
+    grep -E '^2\^20 tokens' "$WORK/chunked/tests-$name.log" | tee -a "$SUMMARY"
+  done
+  # CHUNKED_SANITIZE="NAME ...": the builds the sanitizers run on (default the packed one, lib)
+  for name in ${CHUNKED_SANITIZE:-lib}; do
+    d=.devbuild/$name; [ "$name" = lib ] || d=.devbuild/lib-$name
+    for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
+                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
+      tool=${spec%%:*} filter=${spec#*:}
+      LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        --print-limit 20 "$BIN/cuda_chunked_test" --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool-$name.log" 2>&1
+      note "chunked $tool ($name): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$WORK/chunked/$tool-$name.log" | tail -n 1) ($(elapsed))"
+    done
   done
 fi
 
