@@ -6,7 +6,7 @@
 #   chunked    the chunked prefill tests (every form; the 2^20-token sequence), compute-sanitizer
 #              racecheck and memcheck on a few of them; CHUNKED_LIBS="lib NAME ..." picks the
 #              builds the tests run on (lib: the packed one, the default; NAME: an --add-lib
-#              build), CHUNKED_SANITIZE the builds the sanitizers run on (default lib);
+#              build), CHUNKED_SANITIZE the builds the sanitizers run on (unset: lib; empty: none);
 #   prefill    bench/bench_prefill.py: BENCH.md's prefill cases against flash-linear-attention,
 #              ours as the library chooses and in the forms PREFILL_FORMS (default fused,split:1),
 #              PREFILL_S seconds (default 240), PREFILL_CASES picks cases;
@@ -18,14 +18,19 @@
 #              scripts/python_gpu_check.py, scripts/hf_layer_check.py and
 #              bench/bench_binding_overhead.py (PYTHON_CHECKS="a.py --x;b.py" picks others;
 #              PYTHON_CHECK_S seconds each, default 300);
+#   decode     (not in the default list) bench/bench_decode.py on DECODE_CASES (a regular expression,
+#              default B = 1 to 1024 vk and serving) for the packed build and every --add-lib
+#              build (DECODE_LIBS picks them), alternating, DECODE_REPEATS times (default 2), the
+#              peer beside each;
 #   lab        (not in the default list) bench/decode_lab.cu: the library's decode kernels
 #              against the lab's register design and a copy of the same bytes (about a minute);
 #   wgmma      (not in the default list) bench/wgmma_lab.cu: which shared-memory layouts and
 #              descriptors wgmma reads as the chain kernel would use it (seconds);
 #   compare    (not in the default list) same-run timings, no peer, of the packed build and every
 #              build added with --add-lib, alternating, COMPARE_REPEATS times (default 2), on
-#              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536): how a change is
-#              measured against the build before it;
+#              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536), COMPARE_LIBS the
+#              builds ("lib NAME ...", default all): how a change is measured against the build
+#              before it;
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
@@ -74,6 +79,15 @@ START=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - START ))s"; }
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 BIN=.devbuild/bin
+# the build folders named in $1 ("lib NAME ...": lib the packed build, NAME an --add-lib one), or
+# every one when $1 is empty
+builds() {
+  if [ -z "$1" ]; then
+    for d in .devbuild/lib .devbuild/lib-*; do [ -f "$d/libgdn.so" ] && echo "$d"; done
+  else
+    for name in $1; do [ "$name" = lib ] && echo .devbuild/lib || echo ".devbuild/lib-$name"; done
+  fi
+}
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export GDN_COMMIT=$COMMIT
 
@@ -108,7 +122,7 @@ if has chunked; then
     grep -E '^2\^20 tokens' "$WORK/chunked/tests-$name.log" | tee -a "$SUMMARY"
   done
   # CHUNKED_SANITIZE="NAME ...": the builds the sanitizers run on (default the packed one, lib)
-  for name in ${CHUNKED_SANITIZE:-lib}; do
+  for name in ${CHUNKED_SANITIZE-lib}; do
     d=.devbuild/$name; [ "$name" = lib ] || d=.devbuild/lib-$name
     for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
                 "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
@@ -167,8 +181,7 @@ if has compare; then  # the packed build (lib) and every --add-lib build, altern
   C=${COMPARE_CASES:-prefill-4x8192,prefill-16x4096,prefill-varlen16,prefill-1x32768-hv64,prefill-1x65536}
   note "== compare ($C)"
   for r in $(seq "${COMPARE_REPEATS:-2}"); do
-    for d in .devbuild/lib .devbuild/lib-*; do
-      [ -f "$d/libgdn.so" ] || continue
+    for d in $(builds "${COMPARE_LIBS:-}"); do
       name=$(basename "$d")
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 300 python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" \
         --out "$WORK/compare/$name-$r" --cases "$C" --no-peer --rep 30 --commit "$name" > "$WORK/compare/$name-$r.log" 2>&1
@@ -176,6 +189,21 @@ if has compare; then  # the packed build (lib) and every --add-lib build, altern
     done
   done
   note "compare done ($(elapsed))"
+fi
+
+if has decode; then  # the packed build (lib) and every --add-lib build, alternating, the peer beside each
+  C=${DECODE_CASES:-'^decode-B(1|16|64|256|1024)-vk$|^decode-B256-vk-serving$'}
+  note "== decode compare ($C)"
+  mkdir -p "$WORK/decode"
+  for r in $(seq "${DECODE_REPEATS:-2}"); do
+    for d in $(builds "${DECODE_LIBS:-}"); do
+      name=$(basename "$d")
+      LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 300 python3 bench/bench_decode.py --lib "$PWD/$d/libgdn.so" \
+        --out "$WORK/decode" --cases "$C" "--tag=-$name-$r" --commit "$name" > "$WORK/decode/$name-$r.log" 2>&1
+      grep -E '^decode-' "$WORK/decode/$name-$r.log" | sed "s/^/$name r$r /" >> "$SUMMARY"
+    done
+  done
+  note "decode compare done ($(elapsed))"
 fi
 
 if has lab; then
