@@ -112,18 +112,16 @@ if has recurrent; then
 fi
 
 if has chunked; then
-  # CHUNKED_LIBS="lib NAME ...": the builds the tests run on (lib: the packed one; NAME: --add-lib)
-  for name in ${CHUNKED_LIBS:-lib}; do
-    d=.devbuild/$name; [ "$name" = lib ] || d=.devbuild/lib-$name
+  for d in $(builds "${CHUNKED_LIBS:-lib}"); do
+    name=$(basename "$d")
     LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 90 "$BIN/cuda_chunked_test" --gtest_brief=1 \
       > "$WORK/chunked/tests-$name.log" 2>&1
     note "== chunked tests ($name): rc=$? $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests-$name.log" | tr '\n' ' ') ($(elapsed))"
     grep -E '^\[  FAILED  \]' "$WORK/chunked/tests-$name.log" | sort -u | head -20 | tee -a "$SUMMARY"
     grep -E '^2\^20 tokens' "$WORK/chunked/tests-$name.log" | tee -a "$SUMMARY"
   done
-  # CHUNKED_SANITIZE="NAME ...": the builds the sanitizers run on (default the packed one, lib)
-  for name in ${CHUNKED_SANITIZE-lib}; do
-    d=.devbuild/$name; [ "$name" = lib ] || d=.devbuild/lib-$name
+  for d in $( [ -n "${CHUNKED_SANITIZE-lib}" ] && builds "${CHUNKED_SANITIZE-lib}"); do
+    name=$(basename "$d")
     for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
                 "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
       tool=${spec%%:*} filter=${spec#*:}
