@@ -179,18 +179,24 @@ __device__ __forceinline__ float causal_decay(float Gi, float Gj, bool live) {
 // ---- tiles in and out
 
 // cp.async of one [C, 128] half-precision tile by kBy threads: token rows [tok0, tok0 + rows)
-// of head `head` of `view` (sequence n), zero past rows.
+// of head `head` of `view` (sequence n), zero past rows (rows >= 1). A thread copies the same
+// 16-byte column of rows r0, r0 + kBy / 16, ...: its source address is formed once and stepped
+// (formed per piece, the 64-bit index products were 9 IMAD a copy: Nsight Compute); a row past
+// `rows` copies nothing and points at row 0.
 template <int kBy>
 __device__ __forceinline__ void load_token_rows(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
                                                 uint16_t (*tile)[kLdTok], int tid) {
-  static_assert(kC * kK / 8 % kBy == 0, "whole 16-byte pieces per thread");
+  static_assert(kBy % 16 == 0 && kC * kK / 8 % kBy == 0, "whole 16-byte pieces per thread, one column each");
+  constexpr int kRowStep = kBy / 16;
+  const int r0 = tid >> 4, col = (tid & 15) * 8;
+  const uint16_t* row0 = static_cast<const uint16_t*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + col;
+  const uint16_t* src = row0 + r0 * view.tok;
+  const int64_t step = kRowStep * view.tok;
 #pragma unroll
-  for (int i = 0; i < kC * kK / 8 / kBy; ++i) {
-    const int idx = tid + kBy * i, r = idx >> 4, col = (idx & 15) * 8;
+  for (int i = 0; i < kC * kK / 8 / kBy; ++i, src += step) {
+    const int r = r0 + kRowStep * i;
     const bool live = r < rows;
-    const int64_t tok = tok0 + (live ? r : 0);
-    const uint16_t* row = static_cast<const uint16_t*>(view.p) + n * view.seq + tok * view.tok + head * view.head;
-    cp_async16(&tile[r][col], row + col, live ? 16 : 0);
+    cp_async16(&tile[r][col], live ? src : row0, live ? 16 : 0);
   }
 }
 
@@ -202,16 +208,18 @@ __device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Smem& s, 
   load_token_rows<kThreads>(p.v, n, tok0, rows, h, s.v[buf], tid);
 }
 
-// o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major, as o).
+// o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major, as o); the
+// destination address formed once and stepped, as load_token_rows' source.
 __device__ __forceinline__ void store_chunk_output(const ChunkParams& p, const uint16_t (*stage)[kLdTok],
                                                    int64_t n, int64_t tok0, int rows, int h, int tid) {
-  const int col = (tid & 15) * 8;
+  constexpr int kRowStep = kThreads / 16;
+  const int r0 = tid >> 4, col = (tid & 15) * 8;
+  uint16_t* dst = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r0) * p.o.tok + h * p.o.head + col;
+  const int64_t step = kRowStep * p.o.tok;
 #pragma unroll
-  for (int i = 0; i < kC * kV / 8 / kThreads; ++i) {
-    const int r = (tid >> 4) + 16 * i;
-    if (r >= rows) continue;
-    uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r) * p.o.tok + h * p.o.head;
-    *reinterpret_cast<uint4*>(o + col) = *reinterpret_cast<const uint4*>(&stage[r][col]);
+  for (int i = 0; i < kC * kV / 8 / kThreads; ++i, dst += step) {
+    const int r = r0 + kRowStep * i;
+    if (r < rows) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&stage[r][col]);
   }
 }
 
