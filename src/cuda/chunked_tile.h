@@ -342,7 +342,7 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // The windows may still run one after the other at run time (a graph capture, no side stream
 // free): the call then takes serial_chain_split, the best chain without overlap (the full chain
 // pays only beside the preparation). The sequence split (plan_segments) runs the key-half chain.
-inline constexpr double kFusedStepUs = 9.8;  // 4 x 8192: 1.255 ms over 128 chunks
+inline constexpr double kFusedStepUs = 9.6;  // 4 x 8192: 1.234 ms over 128 chunks
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
 inline constexpr double kChainStepUs = 3.7;  // the key-half chain (248 us a window of 64 chunks, Nsight Compute; then 5% off)
 inline constexpr double kFullChainStepUs = 6.5;  // the full chain (1 x 65536 and 1 x 16384 in split1: 6.8, 7.1; then 5% off)
