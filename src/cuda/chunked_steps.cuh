@@ -20,7 +20,8 @@
 //
 // Precision (docs/NOTES.md): every operand the kernel computes (S, D, T, X diag(beta rk), P)
 // enters the tensor cores as a hi + lo pair of half-precision values (about 16 significant
-// bits); only -W is rounded once. Inputs q, k, v are exact. X is stored in f32; its block
+// bits), except S in the output's S Qc^T, which takes S's hi half alone (the output path feeds
+// nothing back; key_products); only -W is rounded once. Inputs q, k, v are exact. X is stored in f32; its block
 // merges run on tensor cores in 3xTF32 (about 21 significant bits an operand). Planned in an
 // f64 emulation of these roundings (o <= 2.0e-3, state <= 1.1e-3 with no decay, the worst
 // regime); measured on the H200 against the f64 oracle, bf16: o 1.66e-3 (o's own rounding to
