@@ -320,6 +320,10 @@ def decode_cases():
     for suffix, env, note in switched:
         for B in (1, 16, 256):
             out.append((f"decode-B{B}-vk-{suffix}", B, 1, STATE_VK, torch.float32, dict(env=env, note=note)))
+    for B, hints in ((256, "plain"), (1024, "stream")):  # the other side of decode_streams_state's switch
+        out.append((f"decode-B{B}-vk-{hints}hints", B, 1, STATE_VK, torch.float32,
+                    dict(env={"GDN_DECODE_STATE_HINTS": hints},
+                         note=f"ours with {hints} cache hints on the state (the default switches at 1 GiB of state)")))
     out.append(("decode-B256-vk-serving-genericform", 256, 1, STATE_VK, torch.float32,
                 dict(serving=True, env=switched[0][1],
                      note="ours: decode-B256-vk-serving on the generic one-token kernel")))

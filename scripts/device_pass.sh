@@ -2,7 +2,8 @@
 # The whole GPU check-and-measure pass, in one call of the GPU machine (its time is scarce):
 #   recurrent  scripts/device_check.sh: the cuda recurrent tests (oracle cases, invalid device
 #              indices, graph capture, two streams), decode benchmark against
-#              flash-linear-attention, compute-sanitizer memcheck and racecheck;
+#              flash-linear-attention, compute-sanitizer memcheck and racecheck (RECURRENT_ARGS:
+#              its options, e.g. --skip-bench);
 #   chunked    the chunked prefill tests (every form; the 2^20-token sequence), compute-sanitizer
 #              racecheck and memcheck on a few of them; CHUNKED_LIBS="lib NAME ..." picks the
 #              builds the tests run on (lib: the packed one, the default; NAME: an --add-lib
@@ -106,7 +107,7 @@ if has python; then
 fi
 
 if has recurrent; then
-  OUT=$WORK/recurrent DEADLINE=${RECURRENT_S:-230} bash scripts/device_check.sh > "$WORK/recurrent/stdout.log" 2>&1
+  OUT=$WORK/recurrent DEADLINE=${RECURRENT_S:-230} bash scripts/device_check.sh ${RECURRENT_ARGS:-} > "$WORK/recurrent/stdout.log" 2>&1
   note "== recurrent ($(elapsed))"; cat "$WORK/recurrent/summary.txt" >> "$SUMMARY"
   cp "$WORK"/recurrent/*-decode.json "$FINAL"/ 2>/dev/null
 fi

@@ -119,6 +119,16 @@ bool early_launch(int device) {
   return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
 }
 
+// The state's cache hints (decode_streams_state, decode_tile.h), unless GDN_DECODE_STATE_HINTS
+// is "stream" or "plain" (to compare: bench_decode.py).
+int32_t stream_state(const Problem& p) {
+  const char* chosen = std::getenv("GDN_DECODE_STATE_HINTS");
+  if (chosen && std::strcmp(chosen, "stream") == 0) return 1;
+  if (chosen && std::strcmp(chosen, "plain") == 0) return 0;
+  const int64_t bytes = p.N * p.Hv * p.V * p.K * int64_t(dtype_size(state_dtype(p)));
+  return cuda::decode_streams_state(bytes) ? 1 : 0;
+}
+
 // State rows (vk) or columns (kv) of V per CTA of the recurrent kernel; 0: K not built.
 int decode_per_cta(const Problem& p) {
   return cuda::decode_per_cta(p.state_layout == GDN_STATE_KV, int(p.K), int(dtype_size(state_dtype(p))), one_token(p));
@@ -130,6 +140,7 @@ DecodeParams make_params(const Problem& p) {
   d.K = int32_t(p.K);
   d.V = int32_t(p.V);
   d.slices = d.V / decode_per_cta(p);
+  d.stream_state = stream_state(p);
   if (p.snapshots_pool.data) {
     d.snap_mode = cuda::kSnapPool;
     d.snap_pool = state_view(p.snapshots_pool);

@@ -131,7 +131,7 @@ __device__ __forceinline__ int64_t token_offset(const TokenView& t, int64_t n, i
 
 // ---- state storage: 16-byte chunks, f32 math. The state is touched once per call: streaming
 // loads and stores (ld.global.cs / st.global.cs, evict-first), so that it does not displace
-// q, k, v in L1 / L2.
+// q, k, v in L1 / L2; plain ones for calls whose state is large (decode_streams_state).
 
 template <class S> struct StateChunk;
 
@@ -167,17 +167,22 @@ template <> struct StateChunk<Bf16> {
   }
 };
 
-// Streaming 16-byte load and store of a state chunk.
-// (Measured, v4: plain loads and stores instead, or either alone, were no faster overall: +1.5%
-// at B = 1024, 1 to 3% slower at B = 16 and 64.)
+// 16-byte load and store of a state chunk: streaming (ld.global.cs / st.global.cs) or plain, as
+// DecodeParams::stream_state says (decode_streams_state() in decode_tile.h chooses). A uniform
+// run-time choice: both forms are in the code, one predicate apart.
 template <class S>
-__device__ __forceinline__ uint4 load_chunk(const S* src) {
-  return __ldcs(reinterpret_cast<const uint4*>(src));
+__device__ __forceinline__ uint4 load_chunk(const S* src, bool streaming) {
+  const uint4* at = reinterpret_cast<const uint4*>(src);
+  return streaming ? __ldcs(at) : *at;
 }
 
 template <class S>
-__device__ __forceinline__ void store_chunk(S* dst, const uint4& chunk) {
-  __stcs(reinterpret_cast<uint4*>(dst), chunk);
+__device__ __forceinline__ void store_chunk(S* dst, const uint4& chunk, bool streaming) {
+  uint4* at = reinterpret_cast<uint4*>(dst);
+  if (streaming)
+    __stcs(at, chunk);
+  else
+    *at = chunk;
 }
 
 // The state chunks a thread holds across a sequence's tokens. Held in f32 (an f32 state; a bf16
@@ -432,7 +437,7 @@ __device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, c
     const S* h0 = state_at<S>(p.h0, slot, h) + c0;
     uint4 raw[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row);
+    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row, p.stream_state != 0);
 #pragma unroll
     for (int r = 0; r < R; ++r) held.load(r, raw[r]);
   } else {
@@ -444,9 +449,10 @@ __device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, c
 // R held chunks to a state tensor: chunk r at dst + row(r) * row_stride (dst already at the
 // thread's first column).
 template <class S, int R, bool Raw, class RowOf>
-__device__ __forceinline__ void store_held(const HeldState<S, R, Raw>& held, S* dst, int64_t row_stride, RowOf row) {
+__device__ __forceinline__ void store_held(const HeldState<S, R, Raw>& held, S* dst, int64_t row_stride, RowOf row,
+                                           bool streaming) {
 #pragma unroll
-  for (int r = 0; r < R; ++r) store_chunk(dst + int64_t(row(r)) * row_stride, held.stored(r));
+  for (int r = 0; r < R; ++r) store_chunk(dst + int64_t(row(r)) * row_stride, held.stored(r), streaming);
 }
 
 // The state after token `tok` of sequence n is kept when a snapshot is asked: where (n, tok, h)'s

@@ -143,12 +143,12 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
     }
 
     int64_t snap_row;
-    if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row);
+    if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, p.stream_state != 0);
   }
 
   // the final state (may be the initial state's memory: each chunk is this thread's alone);
   // no tokens: the initial one
-  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row);
+  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row, p.stream_state != 0);
 }
 
 }  // namespace gdn::cuda

@@ -100,4 +100,13 @@ constexpr int decode_min_ctas_per_sm(bool kv, bool one, int state_bytes) {
   return raw ? 16 : 24;
 }
 
+// Cache hints of the state's loads and stores, by the bytes of state the call reads (N Hv V K x
+// the state element's size). Measured (H200, f32 vk, bf16 inputs, in graphs, 32 heads: 2 MiB a
+// sequence), streaming (ld/st.global.cs) against plain: B = 16 / 64 / 256 / 1024 took 19.0 /
+// 67.0 / 261.4 / 1050.9 us against 19.7 / 68.7 / 263.4 / 1042.7 (two builds, one run); then one
+// build both ways (GDN_DECODE_STATE_HINTS): B = 256 260.5 against 261.2, B = 1024 1048.5 against
+// 1034.1. Streaming pays up to 512 MiB of state, plain from 2 GiB; the switch is at 1 GiB.
+inline constexpr int64_t kPlainHintStateBytes = int64_t(1) << 30;
+constexpr bool decode_streams_state(int64_t state_bytes) { return state_bytes < kPlainHintStateBytes; }
+
 }  // namespace gdn::cuda

@@ -142,7 +142,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 
     if constexpr (In::kSnapshots) {
       int64_t snap_row;
-      if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row);
+      if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, p.stream_state != 0);
     }
   };
   if constexpr (One) {
@@ -154,7 +154,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 
   // the final state (may be the initial state's memory: each chunk is this thread's alone);
   // no tokens: the initial one
-  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row);
+  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row, p.stream_state != 0);
 }
 
 }  // namespace gdn::cuda

@@ -262,6 +262,40 @@ TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
   }
 }
 
+// The state's cache hints (streaming or plain: decode_streams_state chooses by the call's size;
+// GDN_DECODE_STATE_HINTS forces either) change where lines live in the caches, never the bits:
+// one token and several, both layouts, a bf16 state, snapshots, a pool with padding, in place.
+TEST(DecodeForms, StateCacheHintsGiveTheSameBits) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1",
+                           "N=3,T=3,Hk=2,Hv=4,K=128,V=128,dtype=bf16,snap=1",
+                           "N=3,T=2,Hk=2,Hv=4,K=128,V=128,dtype=bf16,layout=kv,snap=pool,pool=6,pad=1",
+                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,layout=kv,pool=6,pad=1,inplace=1"}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    c.path = GDN_PATH_RECURRENT;
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs streamed = pristine, plain = pristine;
+    for (GeneratedInputs* in : {&streamed, &plain}) {
+      setenv("GDN_DECODE_STATE_HINTS", in == &plain ? "plain" : "stream", 1);
+      DeviceBuffers dev(*in, 0);
+      gdn_forward_args a = dev.args(*in, GDN_BACKEND_CUDA, nullptr);
+      const gdn_status s = gdn_forward(&a);
+      unsetenv("GDN_DECODE_STATE_HINTS");
+      ASSERT_EQ(s, GDN_STATUS_SUCCESS) << text << ": " << gdn_last_error();
+      dev.synchronize(nullptr);
+      dev.download(*in);
+    }
+    for (int64_t i = 0; i < streamed.o.numel(); ++i)
+      ASSERT_TRUE(same_bits(streamed.o, plain.o, i)) << text << ": o at " << i;
+    const HostTensor &ss = *streamed.final_state_out(), &sp = *plain.final_state_out();
+    for (int64_t i = 0; i < ss.numel(); ++i) ASSERT_TRUE(same_bits(ss, sp, i)) << text << ": state at " << i;
+    if (streamed.snapshots.present())
+      for (int64_t i = 0; i < streamed.snapshots.numel(); ++i)
+        ASSERT_TRUE(same_bits(streamed.snapshots, plain.snapshots, i)) << text << ": snapshot at " << i;
+  }
+}
+
 // Eight in-place decode steps back to back on one stream, each reading the state the previous
 // one wrote: launched early (the default on sm_90) they give the bits of steps launched one
 // after the other (GDN_DECODE_EARLY_LAUNCH=0), issued plainly and replayed from a graph. A step
