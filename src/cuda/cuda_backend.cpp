@@ -91,18 +91,21 @@ bool one_token(const Problem& p) {
 // The decode kernel for p (decode_launch.h): for one token a sequence in the vk layout with
 // bf16 q, k, v, o, the form with the plain (log-decay g, beta probability, both f32, no norm) or
 // the serving (raw gate, beta logit, q/k L2 norm) inputs fixed at compile time, when the call is
-// one of those; otherwise the generic one-token kernel. GDN_DECODE_FORM=generic keeps the
-// generic kernel for every call (to compare the forms: bench_decode.py, the DecodeForms tests).
+// one of those; otherwise the generic one-token kernel. Several tokens (verify, packed batches):
+// the plain inputs' form where they are the call's, else the generic kernel. GDN_DECODE_FORM=
+// generic keeps the generic kernels for every call (to compare the forms: bench_decode.py, the
+// DecodeForms tests).
 cuda::DecodeForm decode_form(const Problem& p) {
-  if (!one_token(p)) return cuda::DecodeForm::kTokens;
+  const bool one = one_token(p);
   const char* chosen = std::getenv("GDN_DECODE_FORM");
-  if (chosen && std::strcmp(chosen, "generic") == 0) return cuda::DecodeForm::kOneToken;
+  if (chosen && std::strcmp(chosen, "generic") == 0) return one ? cuda::DecodeForm::kOneToken : cuda::DecodeForm::kTokens;
   const auto bf16 = [](const TokenTensor& t) { return t.dtype == GDN_DTYPE_BF16; };
-  const bool vk_bf16 = p.state_layout == GDN_STATE_VK && bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.o) &&
-                       !p.has_snapshots;
-  if (vk_bf16 && p.gate == GDN_GATE_LOG_DECAY && p.g.dtype == GDN_DTYPE_F32 && p.beta.dtype == GDN_DTYPE_F32 &&
-      p.beta_mode == GDN_BETA_PROB && !p.qk_l2norm)
-    return cuda::DecodeForm::kOneTokenPlainBf16;
+  const bool vk_bf16_io = p.state_layout == GDN_STATE_VK && bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.o);
+  const bool plain_gates = p.gate == GDN_GATE_LOG_DECAY && p.g.dtype == GDN_DTYPE_F32 &&
+                           p.beta.dtype == GDN_DTYPE_F32 && p.beta_mode == GDN_BETA_PROB && !p.qk_l2norm;
+  if (!one) return vk_bf16_io && plain_gates ? cuda::DecodeForm::kTokensPlainBf16 : cuda::DecodeForm::kTokens;
+  const bool vk_bf16 = vk_bf16_io && !p.has_snapshots;
+  if (vk_bf16 && plain_gates) return cuda::DecodeForm::kOneTokenPlainBf16;
   if (vk_bf16 && p.gate == GDN_GATE_RAW && p.beta_mode == GDN_BETA_LOGIT && p.qk_l2norm)
     return cuda::DecodeForm::kOneTokenServingBf16;
   return cuda::DecodeForm::kOneToken;

@@ -167,9 +167,10 @@ template <> struct StateChunk<Bf16> {
   }
 };
 
-// 16-byte load and store of a state chunk: streaming (ld.global.cs / st.global.cs) or plain, as
-// DecodeParams::stream_state says (decode_streams_state() in decode_tile.h chooses). A uniform
-// run-time choice: both forms are in the code, one predicate apart.
+// 16-byte load and store of a state chunk: streaming (ld.global.cs / st.global.cs) or plain.
+// The vk one-token kernels take DecodeParams::stream_state (decode_streams_state() in
+// decode_tile.h chooses), a uniform run-time choice with both forms in the code; the general
+// kernel and kv always stream.
 template <class S>
 __device__ __forceinline__ uint4 load_chunk(const S* src, bool streaming) {
   const uint4* at = reinterpret_cast<const uint4*>(src);
@@ -265,6 +266,12 @@ struct PlainBf16Inputs : Bf16TokenInputs {
   __device__ static int gate(const DecodeParams&) { return GDN_GATE_LOG_DECAY; }
   __device__ static bool beta_logit(const DecodeParams&) { return false; }
   __device__ static bool l2norm(const DecodeParams&) { return false; }
+};
+
+// The plain inputs through several tokens (speculative verify, short prefill from fla-style
+// callers), with per-token snapshots allowed.
+struct PlainBf16TokensInputs : PlainBf16Inputs {
+  static constexpr bool kSnapshots = true;
 };
 
 // The serving decode call (Qwen3-Next in an engine): bf16 q, k, v, o; the gate computed in the
@@ -432,12 +439,12 @@ __device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t 
 // [c0, c0 + W); all R loads issued before any is used. Zeros without an initial state.
 template <class S, int R, bool Raw, class RowOf>
 __device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, const DecodeParams& p, int64_t slot,
-                                                   int h, int c0, RowOf row) {
+                                                   int h, int c0, RowOf row, bool streaming) {
   if (p.h0.p) {
     const S* h0 = state_at<S>(p.h0, slot, h) + c0;
     uint4 raw[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row, p.stream_state != 0);
+    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row, streaming);
 #pragma unroll
     for (int r = 0; r < R; ++r) held.load(r, raw[r]);
   } else {

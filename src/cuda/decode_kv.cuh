@@ -60,7 +60,8 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
 
   // S(n, h) rows -> registers: all R loads issued before any is used
   HeldState<S, R, Tile::kRaw> s;
-  load_initial_state(s, p, seq.slot, h, c0, row);
+  constexpr bool stream = true;  // the state's cache hints (load_chunk): kv always streams
+  load_initial_state(s, p, seq.slot, h, c0, row, stream);
 
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {
@@ -143,12 +144,12 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
     }
 
     int64_t snap_row;
-    if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, p.stream_state != 0);
+    if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, stream);
   }
 
   // the final state (may be the initial state's memory: each chunk is this thread's alone);
   // no tokens: the initial one
-  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row, p.stream_state != 0);
+  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row, stream);
 }
 
 }  // namespace gdn::cuda

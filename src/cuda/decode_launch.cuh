@@ -41,9 +41,12 @@ cudaError_t launch_k(const DecodeParams& p, DecodeForm form, bool early, cudaStr
     if (form == DecodeForm::kOneTokenPlainBf16) return launch_tile<KV, K, S, true, PlainBf16Inputs>(p, early, stream);
     if (form == DecodeForm::kOneTokenServingBf16)
       return launch_tile<KV, K, S, true, ServingBf16Inputs>(p, early, stream);
+    if (form == DecodeForm::kTokensPlainBf16)
+      return launch_tile<KV, K, S, false, PlainBf16TokensInputs>(p, early, stream);
   }
   if constexpr (sizeof(S) == 2 || !KV)
-    if (form != DecodeForm::kTokens) return launch_tile<KV, K, S, true>(p, early, stream);
+    if (form != DecodeForm::kTokens && form != DecodeForm::kTokensPlainBf16)
+      return launch_tile<KV, K, S, true>(p, early, stream);
   return launch_tile<KV, K, S, false>(p, early, stream);
 }
 

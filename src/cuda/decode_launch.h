@@ -17,10 +17,12 @@ namespace gdn::cuda {
 //                       o; f32 g (log decay) and beta (probability); no q/k norm, no snapshots;
 //   kOneTokenServingBf16  one token, vk, the serving inputs fixed: bf16 q, k, v, o; raw gate,
 //                       beta logit, q/k L2 norm, no snapshots (gate input dtypes run-time).
-// The last two are AnyInputs' kernel with fewer choices left to run time (PlainBf16Inputs,
-// ServingBf16Inputs in decode_common.cuh): the same arithmetic, the same bits, about half
-// the instructions. GDN_DECODE_FORM=generic keeps kOneToken for them (to compare).
-enum class DecodeForm { kTokens, kOneToken, kOneTokenPlainBf16, kOneTokenServingBf16 };
+//   kTokensPlainBf16    vk, any number of tokens, the plain inputs fixed (snapshots allowed).
+// The last three are AnyInputs' kernels with fewer choices left to run time (PlainBf16Inputs,
+// ServingBf16Inputs, PlainBf16TokensInputs in decode_common.cuh): the same arithmetic, the
+// same bits, fewer instructions. GDN_DECODE_FORM=generic keeps kOneToken / kTokens for them
+// (to compare).
+enum class DecodeForm { kTokens, kOneToken, kOneTokenPlainBf16, kOneTokenServingBf16, kTokensPlainBf16 };
 
 // Launches the kernel for K = p.K (decode_tile_valid) on `stream`: p.N * p.Hv * p.slices CTAs
 // of decode_threads(KV) threads. S: float or Bf16; form: as above (kv has no plain form: it

@@ -105,7 +105,10 @@ constexpr int decode_min_ctas_per_sm(bool kv, bool one, int state_bytes) {
 // sequence), streaming (ld/st.global.cs) against plain: B = 16 / 64 / 256 / 1024 took 19.0 /
 // 67.0 / 261.4 / 1050.9 us against 19.7 / 68.7 / 263.4 / 1042.7 (two builds, one run); then one
 // build both ways (GDN_DECODE_STATE_HINTS): B = 256 260.5 against 261.2, B = 1024 1048.5 against
-// 1034.1. Streaming pays up to 512 MiB of state, plain from 2 GiB; the switch is at 1 GiB.
+// 1034.1. Streaming pays up to 512 MiB of state, plain from 2 GiB; the switch is at 1 GiB. It
+// applies to the vk one-token kernels, where it was measured; the general kernel and kv stream
+// (the choice in their code cost registers and spills: verify B = 64, T = 4 108.2 us against
+// 105.3 before it; kv's one-token bf16-state kernel spilled 120 bytes against 8).
 inline constexpr int64_t kPlainHintStateBytes = int64_t(1) << 30;
 constexpr bool decode_streams_state(int64_t state_bytes) { return state_bytes < kPlainHintStateBytes; }
 

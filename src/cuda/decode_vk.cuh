@@ -64,9 +64,10 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   // state_indices[n] alone, so these loads (the bulk of the bytes) go out first, before the
   // inputs' and before the cu_seqlens and snapshot checks; nothing is written unless they pass.
   HeldState<S, R, Tile::kRaw> s;
+  const bool stream = !One || p.stream_state != 0;  // the state's cache hints (load_chunk)
   {
     int64_t slot;
-    if (state_slot(p, n, slot) && slot >= 0) load_initial_state(s, p, slot, h, c0, row);
+    if (state_slot(p, n, slot) && slot >= 0) load_initial_state(s, p, slot, h, c0, row, stream);
   }
   // dense: the first token's inputs do not depend on index contents; their loads go out next
   const bool early = !p.cu_seqlens && p.T > 0;
@@ -142,7 +143,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 
     if constexpr (In::kSnapshots) {
       int64_t snap_row;
-      if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, p.stream_state != 0);
+      if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, stream);
     }
   };
   if constexpr (One) {
@@ -154,7 +155,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 
   // the final state (may be the initial state's memory: each chunk is this thread's alone);
   // no tokens: the initial one
-  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row, p.stream_state != 0);
+  if (p.ht.p) store_held(s, state_at<S>(p.ht, seq.slot, h) + c0, p.ht.row, row, stream);
 }
 
 }  // namespace gdn::cuda

@@ -228,10 +228,11 @@ TEST(Streams, TwoProblemsConcurrently) {
   cudaStreamDestroy(s2);
 }
 
-// The one-token kernels specialised for plain and for serving bf16 inputs (decode_launch.h,
-// chosen by default for such calls) compute what the generic one does, in the same order: the
-// same bits, with a pool, padding and in place, for an f32 and a bf16 state, both head dims,
-// f32 and bf16 gate inputs. GDN_DECODE_FORM=generic runs the generic kernel.
+// The kernels specialised for plain and for serving bf16 inputs (decode_launch.h, chosen by
+// default for such calls: one token; several tokens, plain) compute what the generic ones do,
+// in the same order: the same bits, with a pool, padding, in place, snapshots and packed
+// batches, for an f32 and a bf16 state, both head dims, f32 and bf16 gate inputs.
+// GDN_DECODE_FORM=generic runs the generic kernels.
 TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1,scale=0.3",
@@ -239,7 +240,11 @@ TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
                            "N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,beta=logit,l2norm=1,pool=8,pad=1,"
                            "inplace=1,scale=0.3",
                            "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,gdtype=bf16,sdtype=bf16,gate=raw,beta=logit,"
-                           "l2norm=1,pool=6,pad=1,map=tiled"}) {
+                           "l2norm=1,pool=6,pad=1,map=tiled",
+                           // several tokens, the plain inputs: snapshots, pools, packed, a bf16 state
+                           "N=3,T=5,Hk=2,Hv=6,K=128,V=128,dtype=bf16,snap=1,pool=6,pad=1,inplace=1,scale=0.3",
+                           "seqlens=3:0:1:7,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,snap=pool,pool=8,pad=1,"
+                           "map=tiled"}) {
     Case c = parse_case(text);
     c.seed = fresh_seed();
     c.path = GDN_PATH_RECURRENT;
@@ -259,12 +264,16 @@ TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
       ASSERT_TRUE(same_bits(specialised.o, generic.o, i)) << text << ": o at " << i;
     const HostTensor &sp = *specialised.final_state_out(), &sg = *generic.final_state_out();
     for (int64_t i = 0; i < sp.numel(); ++i) ASSERT_TRUE(same_bits(sp, sg, i)) << text << ": state at " << i;
+    if (specialised.snapshots.present())
+      for (int64_t i = 0; i < specialised.snapshots.numel(); ++i)
+        ASSERT_TRUE(same_bits(specialised.snapshots, generic.snapshots, i)) << text << ": snapshot at " << i;
   }
 }
 
-// The state's cache hints (streaming or plain: decode_streams_state chooses by the call's size;
-// GDN_DECODE_STATE_HINTS forces either) change where lines live in the caches, never the bits:
-// one token and several, both layouts, a bf16 state, snapshots, a pool with padding, in place.
+// The state's cache hints (streaming or plain: decode_streams_state chooses by the call's size
+// for the vk one-token kernels; GDN_DECODE_STATE_HINTS forces either) change where lines live
+// in the caches, never the bits: one token and several, both layouts, a bf16 state,
+// snapshots, a pool with padding, in place.
 TEST(DecodeForms, StateCacheHintsGiveTheSameBits) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1",
