@@ -167,10 +167,9 @@ template <> struct StateChunk<Bf16> {
   }
 };
 
-// 16-byte load and store of a state chunk: streaming (ld.global.cs / st.global.cs) or plain.
-// The vk one-token kernels take DecodeParams::stream_state (decode_streams_state() in
-// decode_tile.h chooses), a uniform run-time choice with both forms in the code; the general
-// kernel and kv always stream.
+// 16-byte load and store of a state chunk: streaming (ld.global.cs / st.global.cs) or plain,
+// a compile-time choice of the kernel (decode_streams_state() in decode_tile.h says which calls
+// take a plain instance).
 template <class S>
 __device__ __forceinline__ uint4 load_chunk(const S* src, bool streaming) {
   const uint4* at = reinterpret_cast<const uint4*>(src);
@@ -183,7 +182,9 @@ __device__ __forceinline__ void store_chunk(S* dst, const uint4& chunk, bool str
   if (streaming)
     __stcs(at, chunk);
   else
-    *at = chunk;
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(at), "r"(chunk.x), "r"(chunk.y), "r"(chunk.z),
+                 "r"(chunk.w)
+                 : "memory");  // one 16-byte store (a plain `*at = chunk` became four 4-byte ones)
 }
 
 // The state chunks a thread holds across a sequence's tokens. Held in f32 (an f32 state; a bf16

@@ -8,7 +8,7 @@
 
 namespace gdn::cuda {
 
-template <bool KV, int K, class S, bool One, class In = AnyInputs>
+template <bool KV, int K, class S, bool One, class In = AnyInputs, bool Stream = true>
 cudaError_t launch_tile(const DecodeParams& p, bool early_launch, cudaStream_t stream) {
   if constexpr (DecodeTile<KV, K, int(sizeof(S)), One>::compiles) {
     cudaLaunchAttribute attribute[1];
@@ -24,7 +24,7 @@ cudaError_t launch_tile(const DecodeParams& p, bool early_launch, cudaStream_t s
     if constexpr (KV)
       e = cudaLaunchKernelEx(&config, decode_kv_kernel<K, S, One>, p);
     else
-      e = cudaLaunchKernelEx(&config, decode_vk_kernel<K, S, One, In>, p);
+      e = cudaLaunchKernelEx(&config, decode_vk_kernel<K, S, One, In, Stream>, p);
     if (e != cudaSuccess) cudaGetLastError();  // returned here, not left for the caller's next check
     return e;
   } else {
@@ -35,12 +35,23 @@ cudaError_t launch_tile(const DecodeParams& p, bool early_launch, cudaStream_t s
 // One token per sequence: a kernel without the token loop where it differs from the general
 // one (vk; a bf16 state, held as stored); kv with an f32 state would compile to the same tile.
 // vk, plain or serving bf16 inputs: the one-token kernel with them fixed at compile time.
+// The plain and serving one-token forms of the released models' shape (K = 128, f32 state) come
+// in a second instance with plain cache hints on the state, for large calls (p.stream_state 0:
+// decode_streams_state in decode_tile.h); a run-time choice inside one kernel cost 3% at B = 1.
 template <bool KV, int K, class S>
 cudaError_t launch_k(const DecodeParams& p, DecodeForm form, bool early, cudaStream_t stream) {
   if constexpr (!KV) {
-    if (form == DecodeForm::kOneTokenPlainBf16) return launch_tile<KV, K, S, true, PlainBf16Inputs>(p, early, stream);
-    if (form == DecodeForm::kOneTokenServingBf16)
+    constexpr bool kPlainInstance = K == 128 && sizeof(S) == 4;
+    if (form == DecodeForm::kOneTokenPlainBf16) {
+      if constexpr (kPlainInstance)
+        if (!p.stream_state) return launch_tile<KV, K, S, true, PlainBf16Inputs, false>(p, early, stream);
+      return launch_tile<KV, K, S, true, PlainBf16Inputs>(p, early, stream);
+    }
+    if (form == DecodeForm::kOneTokenServingBf16) {
+      if constexpr (kPlainInstance)
+        if (!p.stream_state) return launch_tile<KV, K, S, true, ServingBf16Inputs, false>(p, early, stream);
       return launch_tile<KV, K, S, true, ServingBf16Inputs>(p, early, stream);
+    }
     if (form == DecodeForm::kTokensPlainBf16)
       return launch_tile<KV, K, S, false, PlainBf16TokensInputs>(p, early, stream);
   }

@@ -23,7 +23,7 @@ enum SnapshotMode : int32_t { kSnapNone = 0, kSnapDense = 1, kSnapPool = 2 };
 struct DecodeParams : BatchParams {
   int32_t K = 0, V = 0;
   int32_t slices = 1;   // CTAs per (sequence, value head): V / (state rows or columns per CTA)
-  int32_t stream_state = 1;  // vk one-token kernels: the state's loads and stores streaming (else plain)
+  int32_t stream_state = 1;  // 0: the plain-hint instance where one exists (decode_launch.cuh); host side only
 
   // ---- per-token state snapshots
   int32_t snap_mode = kSnapNone;

@@ -101,15 +101,15 @@ constexpr int decode_min_ctas_per_sm(bool kv, bool one, int state_bytes) {
 }
 
 // Cache hints of the state's loads and stores, by the bytes of state the call reads (N Hv V K x
-// the state element's size). Measured (H200, f32 vk, bf16 inputs, in graphs, 32 heads: 2 MiB a
-// sequence), streaming (ld/st.global.cs) against plain: B = 16 / 64 / 256 / 1024 took 19.0 /
-// 67.0 / 261.4 / 1050.9 us against 19.7 / 68.7 / 263.4 / 1042.7 (two builds, one run); then one
-// build both ways (GDN_DECODE_STATE_HINTS): B = 256 260.5 against 261.2, B = 1024 1048.5 against
-// 1034.1. Streaming pays up to 512 MiB of state, plain from 2 GiB; the switch is at 1 GiB. It
-// applies to the vk one-token kernels, where it was measured; the general kernel and kv stream
-// (the choice in their code cost registers and spills: verify B = 64, T = 4 108.2 us against
-// 105.3 before it; kv's one-token bf16-state kernel spilled 120 bytes against 8).
-inline constexpr int64_t kPlainHintStateBytes = int64_t(1) << 30;
+// the state element's size): streaming (ld/st.global.cs) below kPlainHintStateBytes, plain
+// 16-byte loads and stores from there. For the plain and serving one-token forms at K = 128 with
+// an f32 state (their second instance, decode_launch.cuh); every other kernel streams.
+// Measured (H200, f32 vk, bf16 inputs, in graphs, 32 heads: 2 MiB of state a sequence; the
+// same run, two repeats): streaming only / plain only, B = 1 2.9 / 3.1 us, B = 16 18.8 / 18.8,
+// B = 64 66.8 / 67.1, B = 256 261.0 / 259.9, B = 1024 1050.8 / 1030.7, serving (B = 256) 269.2 /
+// 266.6. (Earlier plain trials were slower at every size but 1024: their stores, written
+// `*at = chunk`, compiled to four 4-byte stores a chunk.) The switch sits between 128 and 512 MiB.
+inline constexpr int64_t kPlainHintStateBytes = int64_t(256) << 20;
 constexpr bool decode_streams_state(int64_t state_bytes) { return state_bytes < kPlainHintStateBytes; }
 
 }  // namespace gdn::cuda

@@ -22,7 +22,9 @@
 
 namespace gdn::cuda {
 
-template <int K, class S, bool One, class In = AnyInputs>
+// Stream: the state's loads and stores with streaming cache hints (else plain: decode_tile.h's
+// decode_streams_state says which calls take the plain instance).
+template <int K, class S, bool One, class In = AnyInputs, bool Stream = true>
 __global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, One, int(sizeof(S))))
 decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
@@ -64,7 +66,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   // state_indices[n] alone, so these loads (the bulk of the bytes) go out first, before the
   // inputs' and before the cu_seqlens and snapshot checks; nothing is written unless they pass.
   HeldState<S, R, Tile::kRaw> s;
-  const bool stream = !One || p.stream_state != 0;  // the state's cache hints (load_chunk)
+  constexpr bool stream = Stream;  // the state's cache hints (load_chunk)
   {
     int64_t slot;
     if (state_slot(p, n, slot) && slot >= 0) load_initial_state(s, p, slot, h, c0, row, stream);

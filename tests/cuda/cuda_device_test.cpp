@@ -271,12 +271,14 @@ TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
 }
 
 // The state's cache hints (streaming or plain: decode_streams_state chooses by the call's size
-// for the vk one-token kernels; GDN_DECODE_STATE_HINTS forces either) change where lines live
-// in the caches, never the bits: one token and several, both layouts, a bf16 state,
-// snapshots, a pool with padding, in place.
+// between the two instances of the plain and serving one-token forms, K = 128, f32 state;
+// GDN_DECODE_STATE_HINTS forces either) change where lines live in the caches, never the bits.
+// The other calls (several tokens, kv, a bf16 state) stream either way.
 TEST(DecodeForms, StateCacheHintsGiveTheSameBits) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1",
+                           "N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,beta=logit,l2norm=1,pool=8,pad=1,"
+                           "inplace=1,scale=0.3",
                            "N=3,T=3,Hk=2,Hv=4,K=128,V=128,dtype=bf16,snap=1",
                            "N=3,T=2,Hk=2,Hv=4,K=128,V=128,dtype=bf16,layout=kv,snap=pool,pool=6,pad=1",
                            "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,layout=kv,pool=6,pad=1,inplace=1"}) {
