@@ -90,14 +90,20 @@ constexpr bool decode_tile_valid(bool kv, int K, int V, int state_bytes, bool on
 // CTAs per multiprocessor the register budget must allow (__launch_bounds__' second argument):
 // kv 6 CTAs of 128 threads, vk 24 of 32: at most 80 registers a thread, so a multiprocessor
 // holds 96 KiB of f32 state in flight, what the lab's fastest variants kept (96 to 144 KiB all
-// measured alike). The one-token f32 vk kernel fits 64 registers (32 CTAs) but measured 1.5 to
-// 2% slower at B >= 256 that way, and 16 or 20 CTAs no faster than 24 (NOTES.md, v4). A raw
-// bf16 state (one token), 4 x 128 or 16 x 32 threads: 128 registers (at 80 or 96 its wider
-// unconverted chunks spilled 60 to 316 bytes), 64 KiB in flight. ptxas -v, nvcc 13.0.
-constexpr int decode_min_ctas_per_sm(bool kv, bool one, int state_bytes) {
+// measured alike); 16 or 20 CTAs were no faster than 24 (NOTES.md, v4). The one-token f32 vk
+// kernels of the plain and serving forms (fixed_inputs) fit 64 registers without spills and run
+// 32 CTAs (128 KiB in flight): measured (H200, the same run, two repeats, against 24) B = 16
+// 18.75 -> 18.25 us, B = 64 -0.3%, B = 256 -0.3%, B = 1024 -0.1%, serving -0.6%, B = 1 2.9 ->
+// 3.0 us. The generic one-token kernel keeps 24: at 64 registers it spilled and measured 2%
+// slower at B = 256 and 12% at B = 1. (An earlier trial, before the plain cache hints of large
+// calls, had 32 CTAs 1.5 to 2% slower at B >= 256.) A raw bf16 state (one token), 4 x 128 or
+// 16 x 32 threads: 128 registers (at 80 or 96 its wider unconverted chunks spilled 60 to 316
+// bytes), 64 KiB in flight. ptxas -v, nvcc 13.0.
+constexpr int decode_min_ctas_per_sm(bool kv, bool one, int state_bytes, bool fixed_inputs = false) {
   const bool raw = one && state_bytes == 2;
   if (kv) return raw ? 4 : 6;
-  return raw ? 16 : 24;
+  if (raw) return 16;
+  return one && state_bytes == 4 && fixed_inputs ? 32 : 24;
 }
 
 // Cache hints of the state's loads and stores, by the bytes of state the call reads (N Hv V K x

@@ -17,6 +17,8 @@
 // q and k are used raw in the sums; their L2 norms (when asked) scale the results.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/decode_common.cuh"
 #include "cuda/decode_tile.h"
 
@@ -25,7 +27,8 @@ namespace gdn::cuda {
 // Stream: the state's loads and stores with streaming cache hints (else plain: decode_tile.h's
 // decode_streams_state says which calls take the plain instance).
 template <int K, class S, bool One, class In = AnyInputs, bool Stream = true>
-__global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, One, int(sizeof(S))))
+__global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, One, int(sizeof(S)),
+                                                                             !std::is_same_v<In, AnyInputs>))
 decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   using Chunk = StateChunk<S>;
   using Tile = DecodeTile<false, K, int(sizeof(S)), One>;
