@@ -323,7 +323,7 @@ def decode_cases():
     for B, hints in ((256, "plain"), (1024, "stream")):  # the other side of decode_streams_state's switch
         out.append((f"decode-B{B}-vk-{hints}hints", B, 1, STATE_VK, torch.float32,
                     dict(env={"GDN_DECODE_STATE_HINTS": hints},
-                         note=f"ours with {hints} cache hints on the state (the default switches at 1 GiB of state)")))
+                         note=f"ours with {hints} cache hints on the state (the default switches at 256 MiB of state)")))
     out.append(("decode-B256-vk-serving-genericform", 256, 1, STATE_VK, torch.float32,
                 dict(serving=True, env=switched[0][1],
                      note="ours: decode-B256-vk-serving on the generic one-token kernel")))
