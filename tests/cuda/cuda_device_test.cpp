@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -228,6 +229,38 @@ TEST(Streams, TwoProblemsConcurrently) {
   cudaStreamDestroy(s2);
 }
 
+// Runs each recurrent case twice, the second time with environment variable `name` set to
+// `value` (a library switch between kernels that must agree), and asserts that o, the final
+// state and the snapshots of the two runs have the same bits. `first` (or null: unset) is the
+// variable's value for the first run.
+void expect_same_bits_when_switched(const char* name, const char* first, const char* value,
+                                    std::initializer_list<const char*> cases) {
+  for (const char* text : cases) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    c.path = GDN_PATH_RECURRENT;
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs runs[2] = {pristine, pristine};
+    for (int r = 0; r < 2; ++r) {
+      if (const char* v = r == 0 ? first : value) setenv(name, v, 1);
+      DeviceBuffers dev(runs[r], 0);
+      gdn_forward_args a = dev.args(runs[r], GDN_BACKEND_CUDA, nullptr);
+      const gdn_status s = gdn_forward(&a);
+      unsetenv(name);
+      ASSERT_EQ(s, GDN_STATUS_SUCCESS) << text << ": " << gdn_last_error();
+      dev.synchronize(nullptr);
+      dev.download(runs[r]);
+    }
+    for (int64_t i = 0; i < runs[0].o.numel(); ++i)
+      ASSERT_TRUE(same_bits(runs[0].o, runs[1].o, i)) << text << ": o at " << i;
+    const HostTensor &s0 = *runs[0].final_state_out(), &s1 = *runs[1].final_state_out();
+    for (int64_t i = 0; i < s0.numel(); ++i) ASSERT_TRUE(same_bits(s0, s1, i)) << text << ": state at " << i;
+    if (runs[0].snapshots.present())
+      for (int64_t i = 0; i < runs[0].snapshots.numel(); ++i)
+        ASSERT_TRUE(same_bits(runs[0].snapshots, runs[1].snapshots, i)) << text << ": snapshot at " << i;
+  }
+}
+
 // The kernels specialised for plain and for serving bf16 inputs (decode_launch.h, chosen by
 // default for such calls: one token; several tokens, plain) compute what the generic ones do,
 // in the same order: the same bits, with a pool, padding, in place, snapshots and packed
@@ -235,39 +268,16 @@ TEST(Streams, TwoProblemsConcurrently) {
 // GDN_DECODE_FORM=generic runs the generic kernels.
 TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
   GDN_SKIP_WITHOUT_GPU();
-  for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1,scale=0.3",
-                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,pool=6,pad=1,map=tiled",
-                           "N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,beta=logit,l2norm=1,pool=8,pad=1,"
-                           "inplace=1,scale=0.3",
-                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,gdtype=bf16,sdtype=bf16,gate=raw,beta=logit,"
-                           "l2norm=1,pool=6,pad=1,map=tiled",
-                           // several tokens, the plain inputs: snapshots, pools, packed, a bf16 state
-                           "N=3,T=5,Hk=2,Hv=6,K=128,V=128,dtype=bf16,snap=1,pool=6,pad=1,inplace=1,scale=0.3",
-                           "seqlens=3:0:1:7,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,snap=pool,pool=8,pad=1,"
-                           "map=tiled"}) {
-    Case c = parse_case(text);
-    c.seed = fresh_seed();
-    c.path = GDN_PATH_RECURRENT;
-    const GeneratedInputs pristine = generate(c);
-    GeneratedInputs specialised = pristine, generic = pristine;
-    for (GeneratedInputs* in : {&specialised, &generic}) {
-      if (in == &generic) setenv("GDN_DECODE_FORM", "generic", 1);
-      DeviceBuffers dev(*in, 0);
-      gdn_forward_args a = dev.args(*in, GDN_BACKEND_CUDA, nullptr);
-      const gdn_status s = gdn_forward(&a);
-      unsetenv("GDN_DECODE_FORM");
-      ASSERT_EQ(s, GDN_STATUS_SUCCESS) << text << ": " << gdn_last_error();
-      dev.synchronize(nullptr);
-      dev.download(*in);
-    }
-    for (int64_t i = 0; i < specialised.o.numel(); ++i)
-      ASSERT_TRUE(same_bits(specialised.o, generic.o, i)) << text << ": o at " << i;
-    const HostTensor &sp = *specialised.final_state_out(), &sg = *generic.final_state_out();
-    for (int64_t i = 0; i < sp.numel(); ++i) ASSERT_TRUE(same_bits(sp, sg, i)) << text << ": state at " << i;
-    if (specialised.snapshots.present())
-      for (int64_t i = 0; i < specialised.snapshots.numel(); ++i)
-        ASSERT_TRUE(same_bits(specialised.snapshots, generic.snapshots, i)) << text << ": snapshot at " << i;
-  }
+  expect_same_bits_when_switched(
+      "GDN_DECODE_FORM", nullptr, "generic",
+      {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1,scale=0.3",
+       "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,pool=6,pad=1,map=tiled",
+       "N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,beta=logit,l2norm=1,pool=8,pad=1,inplace=1,scale=0.3",
+       "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,gdtype=bf16,sdtype=bf16,gate=raw,beta=logit,l2norm=1,pool=6,pad=1,"
+       "map=tiled",
+       // several tokens, the plain inputs: snapshots, pools, packed, a bf16 state
+       "N=3,T=5,Hk=2,Hv=6,K=128,V=128,dtype=bf16,snap=1,pool=6,pad=1,inplace=1,scale=0.3",
+       "seqlens=3:0:1:7,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,snap=pool,pool=8,pad=1,map=tiled"});
 }
 
 // The state's cache hints (streaming or plain: decode_streams_state chooses by the call's size
@@ -276,35 +286,13 @@ TEST(DecodeForms, SpecialisedFormsMatchGeneric) {
 // The other calls (several tokens, kv, a bf16 state) stream either way.
 TEST(DecodeForms, StateCacheHintsGiveTheSameBits) {
   GDN_SKIP_WITHOUT_GPU();
-  for (const char* text : {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1",
-                           "N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,beta=logit,l2norm=1,pool=8,pad=1,"
-                           "inplace=1,scale=0.3",
-                           "N=3,T=3,Hk=2,Hv=4,K=128,V=128,dtype=bf16,snap=1",
-                           "N=3,T=2,Hk=2,Hv=4,K=128,V=128,dtype=bf16,layout=kv,snap=pool,pool=6,pad=1",
-                           "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,layout=kv,pool=6,pad=1,inplace=1"}) {
-    Case c = parse_case(text);
-    c.seed = fresh_seed();
-    c.path = GDN_PATH_RECURRENT;
-    const GeneratedInputs pristine = generate(c);
-    GeneratedInputs streamed = pristine, plain = pristine;
-    for (GeneratedInputs* in : {&streamed, &plain}) {
-      setenv("GDN_DECODE_STATE_HINTS", in == &plain ? "plain" : "stream", 1);
-      DeviceBuffers dev(*in, 0);
-      gdn_forward_args a = dev.args(*in, GDN_BACKEND_CUDA, nullptr);
-      const gdn_status s = gdn_forward(&a);
-      unsetenv("GDN_DECODE_STATE_HINTS");
-      ASSERT_EQ(s, GDN_STATUS_SUCCESS) << text << ": " << gdn_last_error();
-      dev.synchronize(nullptr);
-      dev.download(*in);
-    }
-    for (int64_t i = 0; i < streamed.o.numel(); ++i)
-      ASSERT_TRUE(same_bits(streamed.o, plain.o, i)) << text << ": o at " << i;
-    const HostTensor &ss = *streamed.final_state_out(), &sp = *plain.final_state_out();
-    for (int64_t i = 0; i < ss.numel(); ++i) ASSERT_TRUE(same_bits(ss, sp, i)) << text << ": state at " << i;
-    if (streamed.snapshots.present())
-      for (int64_t i = 0; i < streamed.snapshots.numel(); ++i)
-        ASSERT_TRUE(same_bits(streamed.snapshots, plain.snapshots, i)) << text << ": snapshot at " << i;
-  }
+  expect_same_bits_when_switched(
+      "GDN_DECODE_STATE_HINTS", "stream", "plain",
+      {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1",
+       "N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,beta=logit,l2norm=1,pool=8,pad=1,inplace=1,scale=0.3",
+       "N=3,T=3,Hk=2,Hv=4,K=128,V=128,dtype=bf16,snap=1",
+       "N=3,T=2,Hk=2,Hv=4,K=128,V=128,dtype=bf16,layout=kv,snap=pool,pool=6,pad=1",
+       "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,layout=kv,pool=6,pad=1,inplace=1"});
 }
 
 // Eight in-place decode steps back to back on one stream, each reading the state the previous
