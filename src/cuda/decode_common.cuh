@@ -436,16 +436,16 @@ __device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t 
 
 // ---- the held state in and out
 
-// The initial state's chunks of (slot, h) into `held`: chunk r at row row(r), columns
-// [c0, c0 + W); all R loads issued before any is used. Zeros without an initial state.
+// The initial state's chunks into `held`: chunk r at h0 + row(r) * row_stride (h0 already at
+// the thread's first column); all R loads issued before any is used. Zeros where h0 is null (no
+// initial state, or a padding slot).
 template <class S, int R, bool Raw, class RowOf>
-__device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, const DecodeParams& p, int64_t slot,
-                                                   int h, int c0, RowOf row, bool streaming) {
-  if (p.h0.p) {
-    const S* h0 = state_at<S>(p.h0, slot, h) + c0;
+__device__ __forceinline__ void load_initial_state(HeldState<S, R, Raw>& held, const S* h0, int64_t row_stride,
+                                                   RowOf row, bool streaming) {
+  if (h0) {
     uint4 raw[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * p.h0.row, streaming);
+    for (int r = 0; r < R; ++r) raw[r] = load_chunk(h0 + int64_t(row(r)) * row_stride, streaming);
 #pragma unroll
     for (int r = 0; r < R; ++r) held.load(r, raw[r]);
   } else {

@@ -61,7 +61,7 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   // S(n, h) rows -> registers: all R loads issued before any is used
   HeldState<S, R, Tile::kRaw> s;
   constexpr bool stream = true;  // the state's cache hints (load_chunk): kv always streams
-  load_initial_state(s, p, seq.slot, h, c0, row, stream);
+  load_initial_state(s, p.h0.p ? state_at<S>(p.h0, seq.slot, h) + c0 : nullptr, p.h0.row, row, stream);
 
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {

@@ -38,7 +38,6 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   static_assert(Tile::compiles, "vk tile");
   static_assert(W == Chunk::W, "one chunk per lane and row");
 
-  wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
   const int lane = threadIdx.x % 32;
   const int c = lane % L;                       // position in the row group
   const int grp = lane / L;
@@ -65,17 +64,26 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
     in.v = load_bits(p.v.p, In::v(p), token_offset(p.v, n, tok, h) + my_row);
     in.gate.template load<In>(p, n, tok, h);
   };
+  // dense: the first token's inputs do not depend on index contents
+  const bool early = !p.cu_seqlens && p.T > 0;
+
+  // Before the wait (an early launch: wait_for_previous_kernel) everything that does not read
+  // memory: the CTA's work, its rows and, for a dense batch without state_indices, the address of
+  // its first state row, so that the loads go out as soon as the wait returns.
+  const S* h0 = p.h0.p && !p.state_indices ? state_at<S>(p.h0, n, h) + c0 : nullptr;
+  wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
+
   // S(n, h) rows -> registers, all R loads issued before any is used. The slot depends on
   // state_indices[n] alone, so these loads (the bulk of the bytes) go out first, before the
   // inputs' and before the cu_seqlens and snapshot checks; nothing is written unless they pass.
   HeldState<S, R, Tile::kRaw> s;
   constexpr bool stream = Stream;  // the state's cache hints (load_chunk)
-  {
+  if (p.h0.p && p.state_indices) {
     int64_t slot;
-    if (state_slot(p, n, slot) && slot >= 0) load_initial_state(s, p, slot, h, c0, row, stream);
+    if (state_slot(p, n, slot) && slot >= 0) h0 = state_at<S>(p.h0, slot, h) + c0;
   }
-  // dense: the first token's inputs do not depend on index contents; their loads go out next
-  const bool early = !p.cu_seqlens && p.T > 0;
+  load_initial_state(s, h0, p.h0.row, row, stream);
+  // dense: the first token's inputs' loads go out next
   if (early) issue(0);
 
   Sequence seq;
