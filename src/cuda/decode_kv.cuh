@@ -35,7 +35,6 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   __shared__ float qk_raw[2][2][K];             // [token parity][q, k][K]
   __shared__ float4 partial[2][NW][LC][NR4];    // [token parity][warp][column lane]: warp sums
 
-  wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
   const int lc = threadIdx.x % LC;
   const int rg = (threadIdx.x % 32) / LC;
   const int warp = threadIdx.x / 32;
@@ -47,6 +46,9 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   const int first = warp * (RG * R) + rg;
   auto row = [&](int i) { return first + i * RG; };
   const int c0 = slice * BV + lc * W;
+  // formed before the wait, as everything above (decode_vk.cuh): without state_indices, slot n
+  const S* h0 = p.h0.p && !p.state_indices ? state_at<S>(p.h0, n, h) + c0 : nullptr;
+  wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
 
   Sequence seq;
   if (!resolve_sequence(p, n, seq)) return;  // invalid index contents: flag raised, nothing written
@@ -61,7 +63,8 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
   // S(n, h) rows -> registers: all R loads issued before any is used
   HeldState<S, R, Tile::kRaw> s;
   constexpr bool stream = true;  // the state's cache hints (load_chunk): kv always streams
-  load_initial_state(s, p.h0.p ? state_at<S>(p.h0, seq.slot, h) + c0 : nullptr, p.h0.row, row, stream);
+  if (p.h0.p && p.state_indices) h0 = state_at<S>(p.h0, seq.slot, h) + c0;
+  load_initial_state(s, h0, p.h0.row, row, stream);
 
 #pragma unroll 1
   for (int64_t t = 0; t < seq.len; ++t) {
