@@ -245,6 +245,7 @@ DecodeParams lib_params(const Device& d, float* state, float* state_out, bool kv
   p.error_flags = d.flags;
   p.gate = GDN_GATE_LOG_DECAY;
   p.scale = 1.f / std::sqrt(float(K));
+  gdn::cuda::set_grid_divisors(p);
   return p;
 }
 

@@ -156,6 +156,7 @@ DecodeParams make_params(const Problem& p) {
   d.snap_idx_seq = p.snapshot_index_strides.seq;
   d.snap_idx_tok = p.snapshot_index_strides.tok;
   d.snap_pool_slots = p.snapshot_pool_slots;
+  cuda::set_grid_divisors(d);
   return d;
 }
 

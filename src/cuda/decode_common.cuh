@@ -405,11 +405,13 @@ struct CtaWork {
 
 __device__ __forceinline__ CtaWork cta_work(const DecodeParams& p) {
   CtaWork w;
-  w.slice = int(blockIdx.x % unsigned(p.slices));
-  const unsigned nh = blockIdx.x / unsigned(p.slices);
-  w.h = int(nh % unsigned(p.Hv));
-  w.n = nh / unsigned(p.Hv);
-  w.j = p.tiled ? w.h % p.Hk : w.h / p.ratio;
+  const unsigned nh = p.by_slices.div(blockIdx.x);  // grid < 2^31 CTAs (decode_launch)
+  w.slice = int(blockIdx.x - nh * unsigned(p.slices));
+  const unsigned n = p.by_Hv.div(nh);
+  w.h = int(nh - n * unsigned(p.Hv));
+  w.n = n;
+  const unsigned hu = unsigned(w.h);
+  w.j = int(p.tiled ? hu - p.by_Hk.div(hu) * unsigned(p.Hk) : p.by_ratio.div(hu));
   return w;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cuda/batch_params.h"
+#include "cuda/fast_div.h"
 #include "cuda/views.h"
 
 namespace gdn::cuda {
@@ -23,6 +24,7 @@ enum SnapshotMode : int32_t { kSnapNone = 0, kSnapDense = 1, kSnapPool = 2 };
 struct DecodeParams : BatchParams {
   int32_t K = 0, V = 0;
   int32_t slices = 1;   // CTAs per (sequence, value head): V / (state rows or columns per CTA)
+  FastDiv by_slices, by_Hv, by_Hk, by_ratio;  // divisors of CTA indices (cta_work): set_grid_divisors
   int32_t stream_state = 1;  // 0: the plain-hint instance where one exists (decode_launch.cuh); host side only
 
   // ---- per-token state snapshots
@@ -34,5 +36,13 @@ struct DecodeParams : BatchParams {
   int64_t snap_idx_seq = 0, snap_idx_tok = 0;
   int64_t snap_pool_slots = 0;                // P2
 };
+
+// The by_ divisors from slices, Hv, Hk and ratio: whoever fills a DecodeParams calls it last.
+inline void set_grid_divisors(DecodeParams& p) {
+  p.by_slices = FastDiv::make(uint32_t(p.slices));
+  p.by_Hv = FastDiv::make(uint32_t(p.Hv));
+  p.by_Hk = FastDiv::make(uint32_t(p.Hk));
+  p.by_ratio = FastDiv::make(uint32_t(p.ratio));
+}
 
 }  // namespace gdn::cuda

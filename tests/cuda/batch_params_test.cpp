@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
+#include "cuda/fast_div.h"
 #include "cuda/host_common.h"
 
 namespace gdn::cuda {
@@ -114,6 +116,29 @@ TEST(BatchParams, DenseBatchHasNoSequenceBoundaries) {
   EXPECT_EQ(b.cu_seqlens_i64, 0);
   EXPECT_EQ(b.beta_logit, 0);
   EXPECT_EQ(b.tiled, 0);
+}
+
+// The decode kernels' CTA index division (fast_div.h): exact for every divisor they can meet
+// and every index below 2^31, the edges included.
+TEST(FastDiv, MatchesIntegerDivision) {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (uint32_t d : {65535u, 65536u, 65537u, 1u << 20, (1u << 30) - 1, 1u << 30, (1u << 30) + 1, (1u << 31) - 1})
+    divisors.push_back(d);
+  uint64_t x = 0x9e3779b97f4a7c15ull;  // a fixed sequence of indices (xorshift)
+  for (uint32_t d : divisors) {
+    const FastDiv f = FastDiv::make(d);
+    std::vector<uint32_t> ns = {0u, 1u, d - 1, d, d + 1, (1u << 31) - 1, (1u << 31) - 2, ((1u << 31) - 1) / d * d,
+                                ((1u << 31) - 1) / d * d - 1};
+    for (int i = 0; i < 64; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      ns.push_back(uint32_t(x) & 0x7fffffffu);
+    }
+    for (uint32_t n : ns) {
+      if (n >= (1u << 31)) continue;
+      ASSERT_EQ(f.div(n), n / d) << "n = " << n << ", d = " << d;
+    }
+  }
 }
 
 }  // namespace
