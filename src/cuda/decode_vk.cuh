@@ -68,8 +68,8 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   const bool early = !p.cu_seqlens && p.T > 0;
 
   // Before the wait (an early launch: wait_for_previous_kernel) everything that does not read
-  // memory: the CTA's work, its rows and, for a dense batch without state_indices, the address of
-  // its first state row, so that the loads go out as soon as the wait returns.
+  // memory: the CTA's work, its rows and, without state_indices (slot n), its state's address,
+  // so that the loads go out as soon as the wait returns.
   const S* h0 = p.h0.p && !p.state_indices ? state_at<S>(p.h0, n, h) + c0 : nullptr;
   wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
 

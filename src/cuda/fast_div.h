@@ -17,8 +17,8 @@
 
 namespace gdn::cuda {
 
-struct FastDiv {
-  uint32_t d = 1;
+struct FastDiv {  // the default divides by 1
+  uint32_t d = 1;  // the divisor (for reading; div() uses m and shift)
   uint32_t m = 1u << 31;
   uint32_t shift = 31;  // 31 + l
 
