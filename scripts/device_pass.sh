@@ -27,6 +27,8 @@
 #              against the lab's register design and a copy of the same bytes (about a minute);
 #   wgmma      (not in the default list) bench/wgmma_lab.cu: which shared-memory layouts and
 #              descriptors wgmma reads as the chain kernel would use it (seconds);
+#   chainlab   (not in the default list) bench/chain_lab.cu: the chain step on mma.sync (the
+#              library's functions) against wgmma with the state as accumulators (seconds);
 #   compare    (not in the default list) same-run timings, no peer, of the packed build and every
 #              build added with --add-lib, alternating, COMPARE_REPEATS times (default 2), on
 #              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536), COMPARE_LIBS the
@@ -215,6 +217,12 @@ if has wgmma; then
   timeout 60 "$BIN/gdn_wgmma_lab" > "$WORK/lab/wgmma.log" 2>&1
   note "== wgmma lab: rc=$? ($(elapsed))"
   cat "$WORK/lab/wgmma.log" >> "$SUMMARY"
+fi
+
+if has chainlab; then
+  timeout 60 "$BIN/gdn_chain_lab" > "$WORK/lab/chain.log" 2>&1
+  note "== chain lab: rc=$? ($(elapsed))"
+  cat "$WORK/lab/chain.log" >> "$SUMMARY"
 fi
 
 if has profile; then
