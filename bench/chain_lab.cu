@@ -3,7 +3,8 @@
 // redesign's budget). Not part of libgdn; sm_90a only.
 //
 // One CTA of 8 warps per head walks kChunks chunks. Per chunk, from tiles already prepared
-// (in global memory, copied double-buffered into shared memory by cp.async):
+// (in global memory, copied into the other of two shared-memory stages by cp.async while the
+// chain works on this one; one barrier a step):
 //   D^T = U^T + S (-W)^T          S as hi + lo
 //   O^T = (S Qc^T) diag(q_f) + D^T P^T       S Qc^T on S's hi half; D^T P^T as dh ph + dl ph + dh pl
 //   S   = gamma_C S + (D^T diag(k_f)) Kc      D scaled, as hi + lo
@@ -190,10 +191,9 @@ __global__ void __launch_bounds__(kThreads, 1) chain_sync_kernel(const Prepared 
   load_stage<false>(in, h % kData, stage[0], tid);
   for (int c = 0; c < kChunks; ++c) {
     const int buf = c & 1;
+    asm volatile("cp.async.wait_group 0;\n" ::);  // chunk c, issued a step ago
+    __syncthreads();  // ... in every thread's view; and chunk c - 1's reads of stage[buf ^ 1] are done
     if (c + 1 < kChunks) load_stage<false>(in, (c + 1 + h) % kData, stage[buf ^ 1], tid);
-    else asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 1;\n" ::);
-    __syncthreads();
     const SyncStage& st = stage[buf];
     float D[8][4], O[8][4];
     load_u(st, 16 * warp, lane, D);
@@ -203,7 +203,6 @@ __global__ void __launch_bounds__(kThreads, 1) chain_sync_kernel(const Prepared 
     finish_outputs<M, 0xFu, true>(ct, lane, D, O);
     advance_state<M, true>(ct, lane, D, S, 0);
     checksum += sum_tiles(O);
-    __syncthreads();  // every warp is done with stage[buf] before it is loaded again
   }
   store_state(S, out.S + size_t(h) * kV * kK, 16 * warp, lane);
   out.checksum[h * kThreads + tid] = checksum;
@@ -274,13 +273,14 @@ __global__ void __launch_bounds__(kThreads, 1) chain_wgmma_kernel(const Prepared
   load_stage<true>(in, h % kData, stage[0], tid);
   for (int c = 0; c < kChunks; ++c) {
     const int buf = c & 1;
-    if (c + 1 < kChunks) load_stage<true>(in, (c + 1 + h) % kData, stage[buf ^ 1], tid);
-    else asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 1;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);  // chunk c, issued a step ago
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async writes -> wgmma reads
 #endif
-    __syncthreads();
+    __syncthreads();  // ... in every thread's view; and chunk c - 1's reads of stage[buf ^ 1] are done
+    // the next chunk's copies after the fence (a fence waits for this thread's copies in flight:
+    // the chain-wgmma branch's profile)
+    if (c + 1 < kChunks) load_stage<true>(in, (c + 1 + h) % kData, stage[buf ^ 1], tid);
     const WgStage& st = stage[buf];
     float D[8][4], O[8][4];
     load_u(st, row0, lane, D);
@@ -356,7 +356,6 @@ __global__ void __launch_bounds__(kThreads, 1) chain_wgmma_kernel(const Prepared
       wg_commit();
     }
     wg_wait<0>();
-    __syncthreads();  // every warp is done with stage[buf] before it is loaded again
   }
   store_state(S, out.S + size_t(h) * kV * kK, row0, lane);
   out.checksum[h * kThreads + tid] = checksum;
