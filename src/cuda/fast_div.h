@@ -37,3 +37,5 @@ struct FastDiv {  // the default divides by 1
 };
 
 }  // namespace gdn::cuda
+
+#undef GDN_HOST_DEVICE  // this header's alone
