@@ -325,6 +325,14 @@ def decode_cases():
         out.append((f"decode-B{B}-vk-{hints}hints", B, 1, STATE_VK, torch.float32,
                     dict(env={"GDN_DECODE_STATE_HINTS": hints},
                          note=f"ours with {hints} cache hints on the state (the default switches at 256 MiB of state)")))
+    # the other side of decode_first_inputs_early's switch (dense grids of 4096 CTAs and more: B >= 8
+    # here), and both sides near it
+    for B, side in ((1, "early"), (4, "early"), (4, "late"), (8, "early"), (8, "late"), (16, "late"), (64, "late"),
+                    (256, "late"), (1024, "late")):
+        out.append((f"decode-B{B}-vk-first{side}", B, 1, STATE_VK, torch.float32,
+                    dict(env={"GDN_DECODE_FIRST_INPUTS": side},
+                         note=f"ours with the first token's input addresses formed {'before' if side == 'early' else 'after'} "
+                              "the early launch's wait (the default: before from 4096 CTAs)")))
     out.append(("decode-B256-vk-serving-genericform", 256, 1, STATE_VK, torch.float32,
                 dict(serving=True, env=switched[0][1],
                      note="ours: decode-B256-vk-serving on the generic one-token kernel")))

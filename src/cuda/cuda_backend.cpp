@@ -132,6 +132,16 @@ int32_t stream_state(const Problem& p) {
   return cuda::decode_streams_state(bytes) ? 1 : 0;
 }
 
+// Whether the plain one-token form takes its instance with the first token's input addresses
+// formed before the wait (decode_first_inputs_early, decode_tile.h: dense grids of more than one
+// wave), unless GDN_DECODE_FIRST_INPUTS is "early" or "late" (to compare: bench_decode.py).
+int32_t first_inputs_early(const Problem& p, int64_t ctas) {
+  const char* chosen = std::getenv("GDN_DECODE_FIRST_INPUTS");
+  if (chosen && std::strcmp(chosen, "early") == 0) return 1;
+  if (chosen && std::strcmp(chosen, "late") == 0) return 0;
+  return cuda::decode_first_inputs_early(ctas, p.packed) ? 1 : 0;
+}
+
 // State rows (vk) or columns (kv) of V per CTA of the recurrent kernel; 0: K not built.
 int decode_per_cta(const Problem& p) {
   return cuda::decode_per_cta(p.state_layout == GDN_STATE_KV, int(p.K), int(dtype_size(state_dtype(p))), one_token(p));
@@ -144,6 +154,7 @@ DecodeParams make_params(const Problem& p) {
   d.V = int32_t(p.V);
   d.slices = d.V / decode_per_cta(p);
   d.stream_state = stream_state(p);
+  d.first_inputs_early = first_inputs_early(p, p.N * p.Hv * d.slices);
   if (p.snapshots_pool.data) {
     d.snap_mode = cuda::kSnapPool;
     d.snap_pool = state_view(p.snapshots_pool);

@@ -38,10 +38,13 @@ __device__ __forceinline__ const char* element_at(const void* base, int dtype, i
 // each load wait for the previous one, a chain of memory latencies per token.
 
 // The bits of element `off` of a tensor of `dtype`: f32 32 bits, bf16 / f16 16 (low half).
-__device__ __forceinline__ uint32_t load_bits(const void* base, int dtype, int64_t off) {
-  const char* at = element_at(base, dtype, off);
+// (load_bits_at: at its byte address)
+__device__ __forceinline__ uint32_t load_bits_at(const char* at, int dtype) {
   return dtype == GDN_DTYPE_F32 ? __ldg(reinterpret_cast<const unsigned int*>(at))
                                 : uint32_t(__ldg(reinterpret_cast<const unsigned short*>(at)));
+}
+__device__ __forceinline__ uint32_t load_bits(const void* base, int dtype, int64_t off) {
+  return load_bits_at(element_at(base, dtype, off), dtype);
 }
 
 __device__ __forceinline__ float bits_to_f32(uint32_t bits, int dtype) {
@@ -59,7 +62,10 @@ struct RunBits {
   __device__ __forceinline__ void load(const TokenView& t, int64_t off) { load(t, t.dtype, off); }
   // with the dtype given (a compile-time constant in a specialised kernel: DecodeForm)
   __device__ __forceinline__ void load(const TokenView& t, int dtype, int64_t off) {
-    const char* at = element_at(t.p, dtype, off);
+    load_at(element_at(t.p, dtype, off), dtype);
+  }
+  // from its byte address (element_at)
+  __device__ __forceinline__ void load_at(const char* at, int dtype) {
     if (dtype == GDN_DTYPE_F32) {
 #pragma unroll
       for (int i = 0; i < E / 4; ++i) {
@@ -305,6 +311,17 @@ struct GateBits {
     const TokenView& gv = In::gate_input(p);
     g = load_bits(gv.p, In::gate_input_dtype(p), token_offset(gv, n, tok, h));
     beta = load_bits(p.beta.p, In::beta(p), token_offset(p.beta, n, tok, h));
+    if (raw) {
+      A_log = load_bits(p.A_log, p.A_log_dtype, h * p.A_log_stride);
+      dt_bias = load_bits(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
+    }
+  }
+  // g (or a) and beta from their byte addresses (element_at)
+  template <class In = AnyInputs>
+  __device__ __forceinline__ void load_at(const DecodeParams& p, int h, const char* g_at, const char* beta_at) {
+    const bool raw = In::gate(p) == GDN_GATE_RAW;
+    g = load_bits_at(g_at, In::gate_input_dtype(p));
+    beta = load_bits_at(beta_at, In::beta(p));
     if (raw) {
       A_log = load_bits(p.A_log, p.A_log_dtype, h * p.A_log_stride);
       dt_bias = load_bits(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);

@@ -8,7 +8,7 @@
 
 namespace gdn::cuda {
 
-template <bool KV, int K, class S, bool One, class In = AnyInputs, bool Stream = true>
+template <bool KV, int K, class S, bool One, class In = AnyInputs, bool Stream = true, bool FirstEarly = false>
 cudaError_t launch_tile(const DecodeParams& p, bool early_launch, cudaStream_t stream) {
   if constexpr (DecodeTile<KV, K, int(sizeof(S)), One>::compiles) {
     cudaLaunchAttribute attribute[1];
@@ -24,7 +24,7 @@ cudaError_t launch_tile(const DecodeParams& p, bool early_launch, cudaStream_t s
     if constexpr (KV)
       e = cudaLaunchKernelEx(&config, decode_kv_kernel<K, S, One>, p);
     else
-      e = cudaLaunchKernelEx(&config, decode_vk_kernel<K, S, One, In, Stream>, p);
+      e = cudaLaunchKernelEx(&config, decode_vk_kernel<K, S, One, In, Stream, FirstEarly>, p);
     if (e != cudaSuccess) cudaGetLastError();  // returned here, not left for the caller's next check
     return e;
   } else {
@@ -43,8 +43,13 @@ cudaError_t launch_k(const DecodeParams& p, DecodeForm form, bool early, cudaStr
   if constexpr (!KV) {
     constexpr bool kPlainInstance = K == 128 && sizeof(S) == 4;
     if (form == DecodeForm::kOneTokenPlainBf16) {
-      if constexpr (kPlainInstance)
-        if (!p.stream_state) return launch_tile<KV, K, S, true, PlainBf16Inputs, false>(p, early, stream);
+      if constexpr (kPlainInstance) {
+        if (!p.stream_state)
+          return p.first_inputs_early ? launch_tile<KV, K, S, true, PlainBf16Inputs, false, true>(p, early, stream)
+                                      : launch_tile<KV, K, S, true, PlainBf16Inputs, false>(p, early, stream);
+        if (p.first_inputs_early)
+          return launch_tile<KV, K, S, true, PlainBf16Inputs, true, true>(p, early, stream);
+      }
       return launch_tile<KV, K, S, true, PlainBf16Inputs>(p, early, stream);
     }
     if (form == DecodeForm::kOneTokenServingBf16) {

@@ -26,6 +26,7 @@ struct DecodeParams : BatchParams {
   int32_t slices = 1;   // CTAs per (sequence, value head): V / (state rows or columns per CTA)
   FastDiv by_slices, by_Hv, by_Hk, by_ratio;  // divisors of CTA indices (cta_work): set_grid_divisors
   int32_t stream_state = 1;  // 0: the plain-hint instance where one exists (decode_launch.cuh); host side only
+  int32_t first_inputs_early = 0;  // 1: the early-inputs instance where one exists (decode_launch.cuh); host side only
 
   // ---- per-token state snapshots
   int32_t snap_mode = kSnapNone;

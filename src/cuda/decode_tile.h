@@ -118,4 +118,14 @@ constexpr int decode_min_ctas_per_sm(bool kv, bool one, int state_bytes, bool fi
 inline constexpr int64_t kPlainHintStateBytes = int64_t(256) << 20;
 constexpr bool decode_streams_state(int64_t state_bytes) { return state_bytes < kPlainHintStateBytes; }
 
+// The plain one-token form (K = 128, f32 state, streaming instance) comes in a third instance
+// for grids of more than one wave, with a dense batch's first-token input addresses formed
+// before the early launch's wait as well. In one kernel the two orders trade against each
+// other (NOTES.md, tenth session: B = 16 3.72 -> 3.81 TB/s, B = 1 2.49 -> 2.56 us, and a
+// run-time switch inside the kernel slower than either), so the host picks the instance.
+inline constexpr int64_t kFirstInputsEarlyMinCtas = 4096;
+constexpr bool decode_first_inputs_early(int64_t ctas, bool packed) {
+  return !packed && ctas >= kFirstInputsEarlyMinCtas;
+}
+
 }  // namespace gdn::cuda

@@ -26,7 +26,9 @@ namespace gdn::cuda {
 
 // Stream: the state's loads and stores with streaming cache hints (else plain: decode_tile.h's
 // decode_streams_state says which calls take the plain instance).
-template <int K, class S, bool One, class In = AnyInputs, bool Stream = true>
+// FirstEarly: a dense batch's first-token input addresses are formed before the wait as well
+// (the instance for grids of more than one wave: decode_tile.h's decode_first_inputs_early).
+template <int K, class S, bool One, class In = AnyInputs, bool Stream = true, bool FirstEarly = false>
 __global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, One, int(sizeof(S)),
                                                                              !std::is_same_v<In, AnyInputs>))
 decode_vk_kernel(const __grid_constant__ DecodeParams p) {
@@ -71,6 +73,17 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   // memory: the CTA's work, its rows and, without state_indices (slot n), its state's address,
   // so that the loads go out as soon as the wait returns.
   const S* h0 = p.h0.p && !p.state_indices ? state_at<S>(p.h0, n, h) + c0 : nullptr;
+  struct FirstAt {  // FirstEarly: token 0's inputs' byte addresses (used when early)
+    const char *q, *k, *v, *g, *beta;
+  } at0{};
+  if constexpr (FirstEarly) {
+    const TokenView& gv = In::gate_input(p);
+    at0 = FirstAt{element_at(p.q.p, In::q(p), token_offset(p.q, n, 0, j) + c0),
+                  element_at(p.k.p, In::k(p), token_offset(p.k, n, 0, j) + c0),
+                  element_at(p.v.p, In::v(p), token_offset(p.v, n, 0, h) + my_row),
+                  element_at(gv.p, In::gate_input_dtype(p), token_offset(gv, n, 0, h)),
+                  element_at(p.beta.p, In::beta(p), token_offset(p.beta, n, 0, h))};
+  }
   wait_for_previous_kernel();  // before any read (launch_tile's early_launch)
 
   // S(n, h) rows -> registers, all R loads issued before any is used. The slot depends on
@@ -84,7 +97,16 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
   }
   load_initial_state(s, h0, p.h0.row, row, stream);
   // dense: the first token's inputs' loads go out next
-  if (early) issue(0);
+  if (early) {
+    if constexpr (FirstEarly) {
+      in.q.load_at(at0.q, In::q(p));
+      in.k.load_at(at0.k, In::k(p));
+      in.v = load_bits_at(at0.v, In::v(p));
+      in.gate.template load_at<In>(p, h, at0.g, at0.beta);
+    } else {
+      issue(0);
+    }
+  }
 
   Sequence seq;
   // invalid index contents: flag raised, nothing written (One: launched for dense batches only)

@@ -295,6 +295,18 @@ TEST(DecodeForms, StateCacheHintsGiveTheSameBits) {
        "N=4,T=1,Hk=2,Hv=4,K=64,V=128,dtype=bf16,sdtype=bf16,layout=kv,pool=6,pad=1,inplace=1"});
 }
 
+// The plain one-token form's instance with the first token's input addresses formed before the
+// wait (chosen for dense grids of more than one wave; GDN_DECODE_FIRST_INPUTS forces either)
+// changes when the loads go out, never the bits.
+TEST(DecodeForms, FirstInputsEarlyGivesTheSameBits) {
+  GDN_SKIP_WITHOUT_GPU();
+  expect_same_bits_when_switched(
+      "GDN_DECODE_FIRST_INPUTS", "late", "early",
+      {"N=5,T=1,Hk=2,Hv=6,K=128,V=128,dtype=bf16,pool=8,pad=1,inplace=1,scale=0.3",
+       "N=3,T=1,Hk=1,Hv=3,K=128,V=128,dtype=bf16,map=tiled",
+       "seqlens=1:0:1,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1"});
+}
+
 // Eight in-place decode steps back to back on one stream, each reading the state the previous
 // one wrote: launched early (the default on sm_90) they give the bits of steps launched one
 // after the other (GDN_DECODE_EARLY_LAUNCH=0), issued plainly and replayed from a graph. A step
