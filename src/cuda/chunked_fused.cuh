@@ -2,10 +2,13 @@
 // sequence chunk by chunk and does every step (chunked_steps.cuh) of every chunk; the V x K f32
 // state never leaves registers between chunks. No workspace. The form for batches with at
 // least about one CTA per SM (choose_form() in chunked_tile.h). Included by one .cu per input
-// dtype (explicit instantiations).
+// dtype (explicit instantiations). The tiles the chain reads (Qc, Kc, -W, P) are in CoreTiles'
+// layouts (chunked_tile.h): on sm_90a the chain runs on wgmma (chunked_wgmma.cuh), elsewhere on
+// mma.sync through ldmatrix, the same sums.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"
+#include "cuda/chunked_wgmma.cuh"
 
 namespace gdn::cuda::chunked {
 
@@ -13,7 +16,7 @@ namespace gdn::cuda::chunked {
 template <class M>
 __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const int64_t n = longest_first(p, blockIdx.x / p.Hv);
@@ -65,12 +68,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
     __syncthreads();
     if (p.l2norm) {
-      row_norms<M>(s, buf, warp, lane);
+      row_norms<M, CoreTiles>(s, buf, warp, lane);
       __syncthreads();
     }
 
     // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
-    key_products<M>(s, buf, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC);
+    key_products<M, CoreTiles>(s, buf, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC);
     __syncthreads();
     if (warp == kGateWarp && next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
     invert_unit_lower(s, warp, lane);
@@ -83,29 +86,36 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     }
     __syncthreads();
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
-    minus_w<M>(s, buf, warp, lane);
-    new_values<M>(s, buf, warp, lane, D);
+    minus_w<M, CoreTiles>(s, buf, warp, lane);
+    new_values<M, CoreTiles>(s, buf, warp, lane, D);
+#if GDN_CHUNKED_WGMMA
+    fence_shared_for_wgmma();  // this thread's q, k copies and P, -W stores -> the chain's wgmma
+#endif
     __syncthreads();
 
     // The chain: D = U - W S^T, O, then the next start state
     const ChainTiles ct{&s.w_neg[0][0], &s.q[buf][0][0], &s.k[buf][0][0], &s.p.hi[0][0], &s.p.lo[0][0],
                         s.G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
-    key_products<M>(ct, lane, S, D, O, 0);
-    finish_outputs<M, 0xFu, true>(ct, lane, D, O);
-    advance_state<M, true>(ct, lane, D, S, 0);
+#if GDN_CHUNKED_WGMMA
+    wgmma_chain_step<M>(ct, lane, S, D, O);
+#else
+    key_products<M, CoreTiles>(ct, lane, S, D, O, 0);
+    finish_outputs<M, 0xFu, true, CoreTiles>(ct, lane, D, O);
+    advance_state<M, true, CoreTiles>(ct, lane, D, S, 0);
+#endif
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
+    uint16_t* o_stage = &s.q[buf][0][0];  // in q's layout; (tok, v) = lane (2q + e, g) + 8-aligned block
 #pragma unroll
     for (int t = 0; t < 8; ++t)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int tok = 8 * t + 2 * q + e;
-        s.q[buf][tok][16 * warp + g] = M::one(p.scale * O[t][e]);
-        s.q[buf][tok][16 * warp + g + 8] = M::one(p.scale * O[t][2 + e]);
+        o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp)] = M::one(p.scale * O[t][e]);
+        o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp + 8)] = M::one(p.scale * O[t][2 + e]);
       }
     __syncthreads();
-    store_chunk_output(p, s.q[buf], n, tok0, rows, h, tid);
+    store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
   }
   cp_async_wait<0>();
 
@@ -115,9 +125,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 template <class M>
 cudaError_t launch_chunked(const ChunkParams& p, cudaStream_t stream) {
   const auto kernel = chunked_prefill_kernel<M>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmemBytes));
   if (e != cudaSuccess) return e;
-  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kSmemBytes, stream>>>(p);
+  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kFusedSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 

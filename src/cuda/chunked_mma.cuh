@@ -201,6 +201,40 @@ __device__ __forceinline__ uint32_t b_cols(const uint16_t* base, int ld, int k0,
   return smem_addr(base + row * ld + col);
 }
 
+// The same four shapes from a tile laid out by At (chunked_tile.h: RowMajorAt, KMajorAt,
+// ColumnGroupsAt): element (r, c) at base + At::at(r, c). Every layout there is additive over
+// 8-aligned blocks (At::at(r0 + dr, c0 + dc) = At::at(r0, c0) + At::at(dr, dc) for r0, c0
+// multiples of 8), so the lane's part and the block's are formed apart: the block's is a
+// constant where the callers' loops are unrolled. (Formed whole, the core-matrix layouts' shifts
+// and masks were recomputed at every fragment load: about 4% of the fused step, H200.) A layout
+// that is not additive (Swizzle128At) is formed whole.
+template <class At>
+__device__ __forceinline__ int at_split(int r_lane, int c_lane, int r0, int c0) {
+  if constexpr (At::kAdditive)
+    return At::at(r_lane, c_lane) + At::at(r0, c0);
+  else
+    return At::at(r0 + r_lane, c0 + c_lane);
+}
+template <class At>
+__device__ __forceinline__ uint32_t a_rows(const uint16_t* base, int m0, int k0, int lane) {
+  return smem_addr(base + at_split<At>((lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8, m0, k0));
+}
+template <class At>
+__device__ __forceinline__ uint32_t a_cols(const uint16_t* base, int m0, int k0, int lane) {
+  const int i = lane >> 3;
+  return smem_addr(base + at_split<At>((i >> 1) * 8 + (lane & 7), (i & 1) * 8, k0, m0));
+}
+template <class At>
+__device__ __forceinline__ uint32_t b_rows(const uint16_t* base, int k0, int n0, int lane) {
+  const int i = lane >> 3;
+  return smem_addr(base + at_split<At>((i >> 1) * 8 + (lane & 7), (i & 1) * 8, n0, k0));
+}
+template <class At>
+__device__ __forceinline__ uint32_t b_cols(const uint16_t* base, int k0, int n0, int lane) {
+  const int i = lane >> 3;
+  return smem_addr(base + at_split<At>((i & 1) * 8 + (lane & 7), (i >> 1) * 8, k0, n0));
+}
+
 // ---- cp.async: 16 bytes global -> shared, zero-filled when `bytes` is 0
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {

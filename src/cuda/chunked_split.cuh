@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 
   const HeadGate hg = head_gate(p, h);
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
-  load_token_rows<kThreads>(p.q, n, tok0, rows, j, s.q[0], tid);
-  load_token_rows<kThreads>(p.k, n, tok0, rows, j, s.k[0], tid);
+  load_token_rows<kThreads>(p.q, n, tok0, rows, j, &s.q[0][0][0], tid);
+  load_token_rows<kThreads>(p.k, n, tok0, rows, j, &s.k[0][0][0], tid);
   cp_async_commit();
   if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
   cp_async_wait<0>();
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   }
   key_products<M>(s, 0, warp, lane, &out.p_hi[0][0], &out.p_lo[0][0], kC);
   __syncthreads();  // q is read: v takes its place, landing while the inverse runs
-  load_token_rows<kThreads>(p.v, n, tok0, rows, h, s.v[0], tid);
+  load_token_rows<kThreads>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
   cp_async_commit();
   invert_unit_lower(s, warp, lane);
   __syncthreads();

@@ -183,36 +183,39 @@ __device__ __forceinline__ float causal_decay(float Gi, float Gj, bool live) {
 // of head `head` of `view` (sequence n), zero past rows (rows >= 1). A thread copies the same
 // 16-byte column of rows r0, r0 + kBy / 16, ...: its source address is formed once and stepped
 // (formed per piece, the 64-bit index products were 9 IMAD a copy: Nsight Compute); a row past
-// `rows` copies nothing and points at row 0.
-template <int kBy>
+// `rows` copies nothing and points at row 0. The tile is laid out by At.
+template <int kBy, class At = RowMajorAt<kLdTok>>
 __device__ __forceinline__ void load_token_rows(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
-                                                uint16_t (*tile)[kLdTok], int tid) {
+                                                uint16_t* tile, int tid) {
   static_assert(kBy % 16 == 0 && kC * kK / 8 % kBy == 0, "whole 16-byte pieces per thread, one column each");
   constexpr int kRowStep = kBy / 16;
   const int r0 = tid >> 4, col = (tid & 15) * 8;
   const uint16_t* row0 = static_cast<const uint16_t*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + col;
   const uint16_t* src = row0 + r0 * view.tok;
   const int64_t step = kRowStep * view.tok;
+  uint16_t* dst = tile + At::at(r0, col);  // rows r0 + kRowStep i: + At::at(kRowStep i, 0) (additive)
 #pragma unroll
   for (int i = 0; i < kC * kK / 8 / kBy; ++i, src += step) {
     const int r = r0 + kRowStep * i;
     const bool live = r < rows;
-    cp_async16(&tile[r][col], live ? src : row0, live ? 16 : 0);
+    cp_async16(dst + At::at(kRowStep * i, 0), live ? src : row0, live ? 16 : 0);
   }
 }
 
-// The fused kernel's chunk: q, k (key head j) and v (value head h) rows into buffer `buf`.
+// The fused kernel's chunk: q, k (key head j) and v (value head h) rows into buffer `buf`, in
+// CoreTiles' layouts.
 __device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Smem& s, int buf, int64_t n, int64_t tok0,
                                                  int rows, int j, int h, int tid) {
-  load_token_rows<kThreads>(p.q, n, tok0, rows, j, s.q[buf], tid);
-  load_token_rows<kThreads>(p.k, n, tok0, rows, j, s.k[buf], tid);
-  load_token_rows<kThreads>(p.v, n, tok0, rows, h, s.v[buf], tid);
+  load_token_rows<kThreads, CoreTiles::Q>(p.q, n, tok0, rows, j, &s.q[buf][0][0], tid);
+  load_token_rows<kThreads, CoreTiles::K>(p.k, n, tok0, rows, j, &s.k[buf][0][0], tid);
+  load_token_rows<kThreads, CoreTiles::V>(p.v, n, tok0, rows, h, &s.v[buf][0][0], tid);
 }
 
-// o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major, as o); the
-// destination address formed once and stepped, as load_token_rows' source.
-__device__ __forceinline__ void store_chunk_output(const ChunkParams& p, const uint16_t (*stage)[kLdTok],
-                                                   int64_t n, int64_t tok0, int rows, int h, int tid) {
+// o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major, as o; laid
+// out by At); the destination address formed once and stepped, as load_token_rows' source.
+template <class At = RowMajorAt<kLdTok>>
+__device__ __forceinline__ void store_chunk_output(const ChunkParams& p, const uint16_t* stage, int64_t n,
+                                                   int64_t tok0, int rows, int h, int tid) {
   constexpr int kRowStep = kThreads / 16;
   const int r0 = tid >> 4, col = (tid & 15) * 8;
   uint16_t* dst = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r0) * p.o.tok + h * p.o.head + col;
@@ -220,7 +223,7 @@ __device__ __forceinline__ void store_chunk_output(const ChunkParams& p, const u
 #pragma unroll
   for (int i = 0; i < kC * kV / 8 / kThreads; ++i, dst += step) {
     const int r = r0 + kRowStep * i;
-    if (r < rows) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&stage[r][col]);
+    if (r < rows) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(stage + At::at(r0, col) + At::at(kRowStep * i, 0));
   }
 }
 
@@ -279,8 +282,48 @@ __device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, 
 // ---- the intra-chunk steps (independent of the state)
 
 // rq_t, rk_t = 1 / sqrt(||x_t||^2 + 1e-6) of the chunk's q and k rows; warp w: rows [8 w, +8).
+// CoreTiles (L::kCore): lane l reads row 8 w + l % 8, columns [8 c, +8) for c = l / 8, l / 8 + 4,
+// ...: eight rows of one column group per eight lanes, distinct bank groups in those layouts
+// (a row's pieces can share one there).
 template <class M, class Sm>
+__device__ __forceinline__ void row_norms_padded(Sm& s, int buf, int warp, int lane);
+template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void row_norms(Sm& s, int buf, int warp, int lane) {
+  if constexpr (L::kCore) {
+    const int t = kC / kWarps * warp + (lane & 7);
+    static_assert(kC / kWarps == 8, "a row per lane of each group of 8");
+    const uint16_t* q_tile = &s.q[buf][0][0];
+    const uint16_t* k_tile = &s.k[buf][0][0];
+    float nq = 0.f, nk = 0.f;
+#pragma unroll
+    for (int i = 0; i < kK / 32; ++i) {
+      const int c_lane = 8 * (lane >> 3);
+      const uint4 uq = *reinterpret_cast<const uint4*>(q_tile + at_split<typename L::Q>(t & 7, c_lane, t - (t & 7), 32 * i));
+      const uint4 uk = *reinterpret_cast<const uint4*>(k_tile + at_split<typename L::K>(t & 7, c_lane, t - (t & 7), 32 * i));
+      const uint32_t wq[4] = {uq.x, uq.y, uq.z, uq.w}, wk[4] = {uk.x, uk.y, uk.z, uk.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 a = M::unpack(wq[e]), b = M::unpack(wk[e]);
+        nq += a.x * a.x + a.y * a.y;
+        nk += b.x * b.x + b.y * b.y;
+      }
+    }
+#pragma unroll
+    for (int m = 8; m <= 16; m *= 2) {
+      nq += __shfl_xor_sync(0xffffffffu, nq, m);
+      nk += __shfl_xor_sync(0xffffffffu, nk, m);
+    }
+    if (lane < 8) {
+      s.rq[t] = rsqrtf(nq + 1e-6f);
+      s.rk[t] = rsqrtf(nk + 1e-6f);
+    }
+  } else {
+    row_norms_padded<M>(s, buf, warp, lane);
+  }
+}
+
+template <class M, class Sm>
+__device__ __forceinline__ void row_norms_padded(Sm& s, int buf, int warp, int lane) {
 #pragma unroll
   for (int i = 0; i < kC / kWarps; ++i) {
     const int t = kC / kWarps * warp + i;
@@ -310,19 +353,26 @@ __device__ __forceinline__ void row_norms(Sm& s, int buf, int warp, int lane) {
 // p_hi / p_lo with row stride ld: shared memory in the fused kernel, the prepared chunk in
 // global memory in the split form), [C, C]. Warp w: rows [16 (w / 2), +16), columns
 // [32 (w % 2), +32); blocks above the diagonal are zero and are not multiplied.
-template <class M, class Sm>
+// With core-matrix tiles (L::kCore) P goes to p_hi / p_lo in L::P's layout and ld is unused.
+template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
                                              int ld) {
   const int g = lane >> 2, q = lane & 3;
   const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
+  // (i, j) = block (i - g, j - 2q), 8-aligned, + lane (g, 2q): additive in L::P's layout
+  const auto p_at = [ld, g, q](int i, int j) {
+    return L::kCore ? L::P::at(g, 2 * q) + L::P::at(i - g, j - 2 * q) : i * ld + j;
+  };
+  const uint16_t* q_tile = &s.q[buf][0][0];
+  const uint16_t* k_tile = &s.k[buf][0][0];
   if (j0 > i0 + 15) {
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr)
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int i = i0 + g + 8 * hr, j = j0 + 8 * t + 2 * q;
-        *reinterpret_cast<uint32_t*>(&p_hi[i * ld + j]) = 0u;
-        *reinterpret_cast<uint32_t*>(&p_lo[i * ld + j]) = 0u;
+        *reinterpret_cast<uint32_t*>(&p_hi[p_at(i, j)]) = 0u;
+        *reinterpret_cast<uint32_t*>(&p_lo[p_at(i, j)]) = 0u;
       }
     return;
   }
@@ -330,12 +380,12 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
 #pragma unroll
   for (int ks = 0; ks < kK / 16; ++ks) {
     uint32_t ak[4], aq[4];
-    ldsm_x4(ak, a_rows(&s.k[buf][0][0], kLdTok, i0, 16 * ks, lane));
-    ldsm_x4(aq, a_rows(&s.q[buf][0][0], kLdTok, i0, 16 * ks, lane));
+    ldsm_x4(ak, a_rows<typename L::K>(k_tile, i0, 16 * ks, lane));
+    ldsm_x4(aq, a_rows<typename L::Q>(q_tile, i0, 16 * ks, lane));
 #pragma unroll
     for (int np = 0; np < 2; ++np) {
       uint32_t b[4];  // B[k][n] = Kc[n][k]
-      ldsm_x4(b, b_rows(&s.k[buf][0][0], kLdTok, 16 * ks, j0 + 16 * np, lane));
+      ldsm_x4(b, b_rows<typename L::K>(k_tile, 16 * ks, j0 + 16 * np, lane));
       M::mma(kk[2 * np], ak, b[0], b[1]);
       M::mma(kk[2 * np + 1], ak, b[2], b[3]);
       M::mma(qk[2 * np], aq, b[0], b[1]);
@@ -361,8 +411,8 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
       *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
       uint32_t hi, lo;
       split_pair<M>(pv[0], pv[1], hi, lo);
-      *reinterpret_cast<uint32_t*>(&p_hi[i * ld + j]) = hi;
-      *reinterpret_cast<uint32_t*>(&p_lo[i * ld + j]) = lo;
+      *reinterpret_cast<uint32_t*>(&p_hi[p_at(i, j)]) = hi;
+      *reinterpret_cast<uint32_t*>(&p_lo[p_at(i, j)]) = lo;
     }
   }
 }
@@ -469,9 +519,11 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
 
 // -W = -diag(gamma) Xw Kc, [C, K]; warp w: columns [16 w, +16). Xw is lower triangular, so
 // row block mi needs key blocks ks <= mi only.
-template <class M, class Sm>
+template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3, n0 = 16 * warp;
+  const uint16_t* k_tile = &s.k[buf][0][0];
+  uint16_t* w_tile = &s.w_neg[0][0];
 #pragma unroll
   for (int mi = 0; mi < kC / 16; ++mi) {
     float acc[2][4] = {};  // [16 tokens, 16 key columns]
@@ -480,7 +532,7 @@ __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
       uint32_t ah[4], al[4], b[4];
       ldsm_x4(ah, a_rows(&s.xw.hi[0][0], kLdCC, 16 * mi, 16 * ks, lane));
       ldsm_x4(al, a_rows(&s.xw.lo[0][0], kLdCC, 16 * mi, 16 * ks, lane));
-      ldsm_x4_trans(b, b_cols(&s.k[buf][0][0], kLdTok, 16 * ks, n0, lane));  // B[t][k] = Kc[t][k]
+      ldsm_x4_trans(b, b_cols<typename L::K>(k_tile, 16 * ks, n0, lane));  // B[t][k] = Kc[t][k]
       M::mma(acc[0], ah, b[0], b[1]);
       M::mma(acc[0], al, b[0], b[1]);
       M::mma(acc[1], ah, b[2], b[3]);
@@ -492,7 +544,7 @@ __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
       const float ng = -expf(s.G[i]);  // -gamma_i
 #pragma unroll
       for (int t = 0; t < 2; ++t)
-        *reinterpret_cast<uint32_t*>(&s.w_neg[i][n0 + 8 * t + 2 * q]) =
+        *reinterpret_cast<uint32_t*>(w_tile + L::W::at(g, 2 * q) + L::W::at(i - g, n0 + 8 * t)) =
             M::pack(ng * acc[t][2 * hr], ng * acc[t][2 * hr + 1]);
     }
   }
@@ -500,14 +552,14 @@ __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
 
 // D^T <- U^T = Vc^T T^T, [V, C]: warp w's value rows [16 w, +16). T is lower triangular, so
 // token block np needs blocks ks <= np only.
-template <class M, class Sm>
+template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void new_values(Sm& s, int buf, int warp, int lane, float (&D)[8][4]) {
 #pragma unroll
   for (int t = 0; t < 8; ++t) D[t][0] = D[t][1] = D[t][2] = D[t][3] = 0.f;
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     uint32_t a[4];  // A[v][t'] = Vc[t'][v]
-    ldsm_x4_trans(a, a_cols(&s.v[buf][0][0], kLdTok, 16 * warp, 16 * ks, lane));
+    ldsm_x4_trans(a, a_cols<typename L::V>(&s.v[buf][0][0], 16 * warp, 16 * ks, lane));
 #pragma unroll
     for (int np = ks; np < kC / 16; ++np) {
       uint32_t bh[4], bl[4];  // B[t'][t] = T[t][t']
@@ -525,12 +577,14 @@ __device__ __forceinline__ void new_values(Sm& s, int buf, int warp, int lane, f
 
 // The shared-memory tiles the chain reads for one chunk: the fused kernel's own (computed in
 // place) or the chain kernel's (loaded from the prepared chunk).
+// Tiles laid out as a layout policy says (PaddedTiles, CoreTiles: chunked_tile.h), which the
+// chain functions take as their template argument L.
 struct ChainTiles {
-  const uint16_t* w_neg;  // [C, kLdTok] -W
-  const uint16_t* q;      // [C, kLdTok] Qc
-  const uint16_t* k;      // [C, kLdTok] Kc
-  const uint16_t* p_hi;   // [C, kLdCC] P = Mask o (Qn Kn^T), hi part
-  const uint16_t* p_lo;   // [C, kLdCC] and lo part
+  const uint16_t* w_neg;  // [C, K] -W
+  const uint16_t* q;      // [C, K] Qc
+  const uint16_t* k;      // [C, K] Kc
+  const uint16_t* p_hi;   // [C, C] P = Mask o (Qn Kn^T), hi part
+  const uint16_t* p_lo;   // [C, C] and lo part
   const float* G;         // [C] cumulative log-decay inside the chunk
   const float* q_f;       // [C] 1 / ||q_t||; with kFactors gamma_t / ||q_t||
   const float* k_f;       // [C] 1 / ||k_t||; with kFactors exp(G_C - G_t) / ||k_t||
@@ -554,7 +608,7 @@ __device__ __forceinline__ float state_factor(const ChainTiles& ct, float Gc, in
 // SPEC.md's 3e-3), 64 of the 444 mma a warp and chunk fewer, the fused step 4.5% shorter and
 // the split chain 5%. Not kept: dropping the lo halves of D^T P^T as well (o 2.9e-3), and D on
 // S's hi half (without decay the state drifts: segments against the unsplit run 1.4e-3).
-template <class M, int kTiles>
+template <class M, class L = PaddedTiles, int kTiles>
 __device__ __forceinline__ void key_products(const ChainTiles& ct, int lane, const float (&S)[kTiles][4],
                                              float (&D)[8][4], float (&O)[8][4], int col0) {
 #pragma unroll
@@ -566,8 +620,8 @@ __device__ __forceinline__ void key_products(const ChainTiles& ct, int lane, con
 #pragma unroll
     for (int np = 0; np < kC / 16; ++np) {
       uint32_t bw[4], bq[4];  // B[k][t] = -W[t][k], Qc[t][k]
-      ldsm_x4(bw, b_rows(ct.w_neg, kLdTok, col0 + 16 * ks, 16 * np, lane));
-      ldsm_x4(bq, b_rows(ct.q, kLdTok, col0 + 16 * ks, 16 * np, lane));
+      ldsm_x4(bw, b_rows<typename L::W>(ct.w_neg, col0 + 16 * ks, 16 * np, lane));
+      ldsm_x4(bq, b_rows<typename L::Q>(ct.q, col0 + 16 * ks, 16 * np, lane));
       M::mma(D[2 * np], sh, bw[0], bw[1]);
       M::mma(D[2 * np], sl, bw[0], bw[1]);
       M::mma(D[2 * np + 1], sh, bw[2], bw[3]);
@@ -580,7 +634,7 @@ __device__ __forceinline__ void key_products(const ChainTiles& ct, int lane, con
 
 // O^T of the token blocks in kBlocks (bit b: tokens [16 b, +16); the S Qc^T sums complete):
 // scaled by gamma_t / ||q_t||, plus D^T P^T over those tokens (P lower triangular).
-template <class M, unsigned kBlocks, bool kFactors = false>
+template <class M, unsigned kBlocks, bool kFactors = false, class L = PaddedTiles>
 __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, const float (&D)[8][4],
                                                float (&O)[8][4]) {
   const int q = lane & 3;
@@ -605,8 +659,8 @@ __device__ __forceinline__ void finish_outputs(const ChainTiles& ct, int lane, c
     for (int np = ks; np < kC / 16; ++np) {  // P[t][t'] = 0 for t' > t
       if (!((kBlocks >> np) & 1u)) continue;
       uint32_t ph[4], pl[4];  // B[t'][t] = P[t][t']
-      ldsm_x4(ph, b_rows(ct.p_hi, kLdCC, 16 * ks, 16 * np, lane));
-      ldsm_x4(pl, b_rows(ct.p_lo, kLdCC, 16 * ks, 16 * np, lane));
+      ldsm_x4(ph, b_rows<typename L::P>(ct.p_hi, 16 * ks, 16 * np, lane));
+      ldsm_x4(pl, b_rows<typename L::P>(ct.p_lo, 16 * ks, 16 * np, lane));
       M::mma(O[2 * np], dh, ph[0], ph[1]);
       M::mma(O[2 * np], dl, ph[0], ph[1]);
       M::mma(O[2 * np], dh, pl[0], pl[1]);
@@ -627,7 +681,7 @@ __device__ __forceinline__ void chain_outputs(const ChainTiles& ct, int lane, co
 
 // S <- gamma_C S + D^T diag(exp(G_C - G) rk) Kc, the warp's rows and key columns
 // [col0, col0 + 8 kTiles): all of them in the fused kernel, one half in the split chain.
-template <class M, bool kFactors = false, int kTiles>
+template <class M, bool kFactors = false, class L = PaddedTiles, int kTiles>
 __device__ __forceinline__ void advance_state(const ChainTiles& ct, int lane, const float (&D)[8][4],
                                               float (&S)[kTiles][4], int col0) {
   const int q = lane & 3;
@@ -651,7 +705,7 @@ __device__ __forceinline__ void advance_state(const ChainTiles& ct, int lane, co
 #pragma unroll
     for (int np = 0; np < kTiles / 2; ++np) {
       uint32_t b[4];  // B[t][k] = Kc[t][k]
-      ldsm_x4_trans(b, b_cols(ct.k, kLdTok, 16 * ks, col0 + 16 * np, lane));
+      ldsm_x4_trans(b, b_cols<typename L::K>(ct.k, 16 * ks, col0 + 16 * np, lane));
       M::mma(S[2 * np], dh, b[0], b[1]);
       M::mma(S[2 * np], dl, b[0], b[1]);
       M::mma(S[2 * np + 1], dh, b[2], b[3]);

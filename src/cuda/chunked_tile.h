@@ -47,6 +47,80 @@ inline constexpr int kLdTok = kTile.ld_tok;
 inline constexpr int kLdCC = kTile.ld_cc;
 inline constexpr int kLdF = kTile.ld_f32;
 
+// ---- where element (r, c) of a half-precision tile lives (elements from the tile's start)
+//
+// Row-major with a padded row stride (kLd elements); in core matrices of 8 rows x 16 bytes,
+// each 128 contiguous bytes (KMajorAt, ColumnGroupsAt: no-swizzle layouts wgmma reads its B
+// operand from, sm_90a); or 128-byte swizzled (Swizzle128At). Each keeps every ldmatrix row (16
+// bytes) contiguous and the 8 rows of an ldmatrix matrix in distinct bank groups, so the
+// mma.sync code reads them all without conflicts. kAdditive: At::at(r0 + dr, c0 + dc) =
+// At::at(r0, c0) + At::at(dr, dc) for r0, c0 multiples of 8 (the fragment helpers then form a
+// lane's part once and add the block's as a constant).
+template <int kLd>
+struct RowMajorAt {
+  static constexpr bool kAdditive = true;
+  __host__ __device__ static constexpr int at(int r, int c) { return r * kLd + c; }
+};
+template <int kCols>
+struct KMajorAt {
+  static constexpr bool kAdditive = true;
+  __host__ __device__ static constexpr int at(int r, int c) {
+    return (r >> 3) * (kCols * 8) + (c >> 3) * 64 + (r & 7) * 8 + (c & 7);
+  }
+};
+// Core matrices [8 rows][8 columns] in 8-column groups of kRows rows, the groups kGroup = kRows *
+// 8 + 8 elements apart. wgmma reads it as an MN-major operand with the rows as k (LBO 128 bytes
+// along k, SBO 2 kGroup bytes along the columns): Kc in the state update.
+template <int kRows>
+struct ColumnGroupsAt {
+  static constexpr bool kAdditive = true;
+  static constexpr int kGroup = kRows * 8 + 8;
+  __host__ __device__ static constexpr int at(int r, int c) {
+    return (c >> 3) * kGroup + (r >> 3) * 64 + (r & 7) * 8 + (c & 7);
+  }
+};
+
+// 128-byte swizzle of a [kRows, 128] tile as two column halves of [kRows, 64] (128-byte rows),
+// the 16-byte chunk index XOR the row's low 3 bits, as the hardware's 128-byte swizzle does with
+// address bits 7..9 into 4..6 (so the tile must start at a 1024-byte boundary for wgmma). wgmma
+// reads it as a K-major operand with the columns as k: Qc. A row's 64-element global line lands
+// in one aligned 128-byte segment of shared memory, which is what cp.async fills cheaply:
+// copies into core-matrix layouts, where a line's eight pieces fall in eight segments, cost the
+// fused step 10% (H200, Nsight Compute: 3 to 8 shared wavefronts a piece). Not additive (the XOR).
+template <int kRows>
+struct Swizzle128At {
+  static constexpr bool kAdditive = false;
+  __host__ __device__ static constexpr int at(int r, int c) {
+    return (c >> 6) * (kRows * 64) + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+  }
+};
+
+// The layouts of the chunk's tiles (Vc, Qc, Kc, -W: [C, K]; P: [C, C]), one policy a kernel:
+// PaddedTiles for the split form's kernels, CoreTiles for the fused kernel, whose chain runs on
+// wgmma on sm_90a (Qc, -W and P as K-major B operands, Kc as an MN-major one) and on mma.sync
+// elsewhere (the same tiles through ldmatrix). Vc, Qc, Kc arrive by cp.async, -W and P by
+// fragment stores (conflict-free in plain core matrices). Kc stays unswizzled until an MN-major
+// read of a swizzled tile is checked on the device: its copies still pay the core-matrix cost.
+// kCore: not padded rows.
+struct PaddedTiles {
+  static constexpr bool kCore = false;
+  using V = RowMajorAt<kLdTok>;
+  using Q = RowMajorAt<kLdTok>;
+  using K = RowMajorAt<kLdTok>;
+  using W = RowMajorAt<kLdTok>;
+  using P = RowMajorAt<kLdCC>;
+};
+struct CoreTiles {
+  static constexpr bool kCore = true;
+  using V = Swizzle128At<kC>;
+  using Q = Swizzle128At<kC>;
+  using K = ColumnGroupsAt<kC>;
+  using W = KMajorAt<kK>;
+  using P = KMajorAt<kC>;
+};
+static_assert(ColumnGroupsAt<kC>::at(kC - 1, kK - 1) < kC * kLdTok && Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok,
+              "the fused kernel's Vc, Qc, Kc fit the padded tiles' space");
+
 // Path auto takes the chunked kernel from this many tokens per sequence (dense: T; packed: the
 // mean T_total / N, since the host cannot read cu_seqlens). Measured (bench/bench_prefill.py
 // --crossover, H200, N = 32, Hv = 32, bf16, results in bench/results/*-prefill-longest-first.json):
@@ -95,6 +169,9 @@ struct Smem {
 };
 
 inline constexpr size_t kSmemBytes = sizeof(Smem);
+// The fused kernel's dynamic shared memory: Smem from the first 1024-byte boundary (the 128-byte
+// swizzled tiles' pattern is anchored to absolute address bits 7..9 for wgmma).
+inline constexpr size_t kFusedSmemBytes = kSmemBytes + 1024;
 static_assert(offsetof(Smem, x) % 16 == 0 && offsetof(Smem, t) % 16 == 0 && offsetof(Smem, G) % 8 == 0 &&
                   offsetof(Smem, beta) % 8 == 0 && offsetof(Smem, G_next) % 8 == 0 &&
                   offsetof(Smem, beta_next) % 8 == 0,
@@ -210,7 +287,7 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // 227 KB opt-in).
 constexpr size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
 inline constexpr size_t kChunkedSmemBytes =
-    max_of(max_of(kSmemBytes, sizeof(ChainSmemFull)), max_of(sizeof(ChainSmem), sizeof(PrepSmem)));
+    max_of(max_of(kFusedSmemBytes, sizeof(ChainSmemFull)), max_of(sizeof(ChainSmem), sizeof(PrepSmem)));
 static_assert(kChunkedSmemBytes <= 227 * 1024, "every chunked block fits Hopper's opt-in shared memory");
 
 // Chunk slots of the workspace: dense, sequence n's chunk c is slot n ceil(T / C) + c; packed,

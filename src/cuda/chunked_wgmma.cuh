@@ -1,0 +1,207 @@
+// The chain step of the fused chunked kernel on wgmma (sm_90a): the sums of chunked_steps.cuh's
+// key_products, finish_outputs and advance_state, in the same precision plan, with the state as
+// the m64n128 f32 accumulators of a warpgroup (warpgroup w / 4 holds state rows [64 (w / 4),
+// +64); warp w's registers are the rows [16 w, +16) the mma.sync chain gives it, in the same
+// fragment layout, so the rest of the kernel is unchanged). Every product is m64n64k16 (the
+// state update m64n128k16) with the A operand from registers (S, D, as hi + lo halves) and B from
+// the chunk's tiles in shared memory, in CoreTiles' layouts (chunked_tile.h).
+//
+// Measured first in bench/chain_lab.cu (H200, 128 CTAs x 128 chunk steps, the chain alone on
+// tiles in shared memory): 2.80 us a step against 4.01 for the same sums on mma.sync, and the
+// same bits (the same k order into the same f32 accumulators). In the fused kernel (same run,
+// against the padded-tile mma.sync kernel): 4 x 8192 1.234 -> 1.202 ms, 16 x 4096 and the packed
+// 16-sequence batch 2 to 3% faster (docs/NOTES.md, eleventh session).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/chunked_mma.cuh"
+#include "cuda/chunked_steps.cuh"
+#include "cuda/chunked_tile.h"
+
+namespace gdn::cuda::chunked {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GDN_CHUNKED_WGMMA 1  // this compilation pass has wgmma (sm_90a)
+#else
+#define GDN_CHUNKED_WGMMA 0
+#endif
+
+#if GDN_CHUNKED_WGMMA
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Generic-proxy writes to shared memory (stores, completed cp.async) made visible to wgmma's
+// reads (the async proxy); each writing thread, before the barrier that precedes the reads.
+__device__ __forceinline__ void fence_shared_for_wgmma() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Shared-memory matrix descriptors, no swizzle (start address, LBO and SBO in 16-byte units):
+// the k-step at k0 of a K-major KMajorAt tile of kCols columns (core matrices 128 bytes apart
+// along k, 8-row groups kCols * 16 bytes apart).
+template <int kCols>
+__device__ __forceinline__ uint64_t k_major_desc(const uint16_t* tile, int k0) {
+  const uint32_t start = smem_addr(tile) + uint32_t(k0 >> 3) * 128u;
+  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(128u >> 4) << 16) | (uint64_t((kCols * 16u) >> 4) << 32);
+}
+// A Swizzle128At tile (two column halves of [kRows, 64], 128-byte rows, the tile at a 1024-byte
+// boundary) read K-major with its columns as k: the k-step k0 starts (k0 mod 64) * 2 bytes into
+// its half's swizzle atoms (the hardware XORs address bits 4..6 with 7..9, as the layout does);
+// SBO 1024 bytes between 8-row groups, LBO unused; layout type 1 (128-byte swizzle), bits 62..63.
+template <int kRows>
+__device__ __forceinline__ uint64_t swizzle128_desc_k(const uint16_t* tile, int k0) {
+  const uint32_t start = smem_addr(tile) + uint32_t(k0 >> 6) * uint32_t(kRows * 128) + uint32_t(k0 & 63) * 2u;
+  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(1) << 16) | (uint64_t(1024u >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// A ColumnGroupsAt tile (chunked_tile.h; column groups kGroupBytes apart) read MN-major with its
+// rows as k: the k-step k0, columns from n0 (LBO 128 bytes along k, SBO kGroupBytes along the
+// columns).
+template <class At>
+__device__ __forceinline__ uint64_t column_groups_desc_mn(const uint16_t* tile, int k0, int n0) {
+  constexpr uint32_t kGroupBytes = 2u * At::kGroup;
+  const uint32_t start = smem_addr(tile) + uint32_t(n0 >> 3) * kGroupBytes + uint32_t(k0 >> 3) * 128u;
+  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(128u >> 4) << 16) | (uint64_t(kGroupBytes >> 4) << 32);
+}
+
+// d (m64n64, f32) += a (registers) b (K-major in shared memory); kAccumulate false: d = a b (d's
+// values not read, so it needs no initialisation).
+template <class M, bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+#define GDN_WGMMA_64(TYPE)                                                                                    \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                  \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                 \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                                      \
+               "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "                           \
+               "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                                                    \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),     \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),     \
+                 "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),     \
+                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),     \
+                 "+f"(d[7][2]), "+f"(d[7][3])                                                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(kAccumulate ? 1 : 0))
+  if constexpr (std::is_same_v<M, MmaBf16>)
+    GDN_WGMMA_64("bf16");
+  else
+    GDN_WGMMA_64("f16");
+#undef GDN_WGMMA_64
+}
+
+// d (m64n128, f32) += a (registers) b (MN-major in shared memory: the state update's Kc).
+template <class M>
+__device__ __forceinline__ void wgmma_128_mn(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
+#define GDN_WGMMA_128(TYPE)                                                                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                  \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " "                                \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                                      \
+               "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"                             \
+               "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"                             \
+               "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "                           \
+               "{%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"                                                    \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),     \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),     \
+                 "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),     \
+                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),     \
+                 "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),     \
+                 "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),   \
+                 "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]),              \
+                 "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),              \
+                 "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]),              \
+                 "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]),              \
+                 "+f"(d[15][2]), "+f"(d[15][3])                                                               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+  if constexpr (std::is_same_v<M, MmaBf16>)
+    GDN_WGMMA_128("bf16");
+  else
+    GDN_WGMMA_128("f16");
+#undef GDN_WGMMA_128
+}
+
+// One chunk of the chain for the warpgroup's 64 state rows (all 8 warps of the CTA call it):
+//   D^T += S (-W)^T   (S hi + lo)      O^T = S Qc^T (S hi)
+//   O^T  = O^T diag(q_f) + D^T P^T     (dh ph + dl ph + dh pl)
+//   S    = gamma_C S + (D^T diag(k_f)) Kc   (D scaled, hi + lo)
+// with q_f, k_f the chain's per-token factors already formed (kFactors), as the fused kernel's
+// mma.sync chain takes them. The tiles must be visible to wgmma (fence_shared_for_wgmma by
+// their writers, then a barrier) and stay unchanged until this returns (it waits for its
+// products). Two k-steps' A fragments are in flight: each k-step's products are committed as a
+// group, and the next-but-one k-step reuses its registers after waiting for that group.
+template <class M>
+__device__ __forceinline__ void wgmma_chain_step(const ChainTiles& ct, int lane, float (&S)[16][4], float (&D)[8][4],
+                                                 float (&O)[8][4]) {
+  const int q = lane & 3;
+  uint32_t a[2][2][4];
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    if (ks >= 2) wgmma_wait<1>();
+    acc_to_a_split<M>(S, ks, a[ks & 1][0], a[ks & 1][1]);
+    wgmma_fence();
+    const uint64_t wd = k_major_desc<kK>(ct.w_neg, 16 * ks);
+    const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
+    wgmma_64<M>(D, a[ks & 1][0], wd);
+    wgmma_64<M>(D, a[ks & 1][1], wd);
+    if (ks == 0)
+      wgmma_64<M, false>(O, a[ks & 1][0], qd);  // O^T's first sums: no zeroing moves
+    else
+      wgmma_64<M>(O, a[ks & 1][0], qd);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+
+#pragma unroll
+  for (int t = 0; t < 8; ++t)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float f = ct.q_f[8 * t + 2 * q + e];
+      O[t][e] *= f;
+      O[t][2 + e] *= f;
+    }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
+    if (ks >= 2) wgmma_wait<1>();
+    acc_to_a_split<M>(D, ks, a[ks & 1][0], a[ks & 1][1]);
+    wgmma_fence();
+    const uint64_t hd = k_major_desc<kC>(ct.p_hi, 16 * ks), ld = k_major_desc<kC>(ct.p_lo, 16 * ks);
+    wgmma_64<M>(O, a[ks & 1][0], hd);
+    wgmma_64<M>(O, a[ks & 1][1], hd);
+    wgmma_64<M>(O, a[ks & 1][0], ld);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+
+  const float decay = expf(ct.G[kC - 1]);
+#pragma unroll
+  for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    if (ks >= 2) wgmma_wait<1>();
+    float dd[2][4];  // D^T tiles 2 ks, 2 ks + 1, columns scaled by the state factors
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float f = ct.k_f[16 * ks + 8 * u + 2 * q + e];
+        dd[u][e] = D[2 * ks + u][e] * f;
+        dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
+      }
+    acc_to_a_split<M>(dd, 0, a[ks & 1][0], a[ks & 1][1]);
+    wgmma_fence();
+    const uint64_t kd = column_groups_desc_mn<CoreTiles::K>(ct.k, 16 * ks, 0);
+    wgmma_128_mn<M>(S, a[ks & 1][0], kd);
+    wgmma_128_mn<M>(S, a[ks & 1][1], kd);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+}
+
+#endif  // GDN_CHUNKED_WGMMA
+
+}  // namespace gdn::cuda::chunked
