@@ -2,7 +2,7 @@
 // sequence chunk by chunk and does every step (chunked_steps.cuh) of every chunk; the V x K f32
 // state never leaves registers between chunks. No workspace. The form for batches with at
 // least about one CTA per SM (choose_form() in chunked_tile.h). Included by one .cu per input
-// dtype (explicit instantiations). The tiles the chain reads (Qc, Kc, -W, P) are in CoreTiles'
+// dtype (explicit instantiations). The chunk's tiles (Vc, Qc, Kc, -W, P) are in CoreTiles'
 // layouts (chunked_tile.h): on sm_90a the chain runs on wgmma (chunked_wgmma.cuh), elsewhere on
 // mma.sync through ldmatrix, the same sums.
 #pragma once

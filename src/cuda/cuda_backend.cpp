@@ -133,8 +133,8 @@ int32_t stream_state(const Problem& p) {
 }
 
 // Whether the plain one-token form takes its instance with the first token's input addresses
-// formed before the wait (decode_first_inputs_early, decode_tile.h: dense grids of more than one
-// wave), unless GDN_DECODE_FIRST_INPUTS is "early" or "late" (to compare: bench_decode.py).
+// formed before the wait (decode_first_inputs_early, decode_tile.h: dense grids of 4096 CTAs
+// and more), unless GDN_DECODE_FIRST_INPUTS is "early" or "late" (to compare: bench_decode.py).
 int32_t first_inputs_early(const Problem& p, int64_t ctas) {
   const char* chosen = std::getenv("GDN_DECODE_FIRST_INPUTS");
   if (chosen && std::strcmp(chosen, "early") == 0) return 1;

@@ -27,7 +27,7 @@ namespace gdn::cuda {
 // Stream: the state's loads and stores with streaming cache hints (else plain: decode_tile.h's
 // decode_streams_state says which calls take the plain instance).
 // FirstEarly: a dense batch's first-token input addresses are formed before the wait as well
-// (the instance for grids of more than one wave: decode_tile.h's decode_first_inputs_early).
+// (the instance for large grids: decode_tile.h's decode_first_inputs_early).
 template <int K, class S, bool One, class In = AnyInputs, bool Stream = true, bool FirstEarly = false>
 __global__ void __launch_bounds__(decode_threads(false), decode_min_ctas_per_sm(false, One, int(sizeof(S)),
                                                                              !std::is_same_v<In, AnyInputs>))
