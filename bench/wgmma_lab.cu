@@ -40,6 +40,25 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// The warp's A fragment (rows r0, r0 + 8 of the row-major [64, 16] A) in mma.m16n8k16's layout.
+__device__ __forceinline__ void a_fragment(const float* A, int r0, int q, uint32_t (&a)[4]) {
+  a[0] = pack_bf16(A[r0 * kK + 2 * q], A[r0 * kK + 2 * q + 1]);
+  a[1] = pack_bf16(A[(r0 + 8) * kK + 2 * q], A[(r0 + 8) * kK + 2 * q + 1]);
+  a[2] = pack_bf16(A[r0 * kK + 2 * q + 8], A[r0 * kK + 2 * q + 9]);
+  a[3] = pack_bf16(A[(r0 + 8) * kK + 2 * q + 8], A[(r0 + 8) * kK + 2 * q + 9]);
+}
+
+// The accumulators of rows r0, r0 + 8 (8-column tile j in d[4 j ..]) into row-major D [64, kCols].
+template <int kCols>
+__device__ __forceinline__ void store_d(float* D, const float (&d)[kCols / 2], int r0, int q) {
+  for (int j = 0; j < kCols / 8; ++j) {
+    D[r0 * kCols + 8 * j + 2 * q] = d[4 * j];
+    D[r0 * kCols + 8 * j + 2 * q + 1] = d[4 * j + 1];
+    D[(r0 + 8) * kCols + 8 * j + 2 * q] = d[4 * j + 2];
+    D[(r0 + 8) * kCols + 8 * j + 2 * q + 1] = d[4 * j + 3];
+  }
+}
+
 template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -79,10 +98,7 @@ __global__ void __launch_bounds__(128) product_kernel(const float* A, const floa
 
   const int r0 = 16 * warp + g;
   uint32_t a[4];
-  a[0] = pack_bf16(A[r0 * kK + 2 * q], A[r0 * kK + 2 * q + 1]);
-  a[1] = pack_bf16(A[(r0 + 8) * kK + 2 * q], A[(r0 + 8) * kK + 2 * q + 1]);
-  a[2] = pack_bf16(A[r0 * kK + 2 * q + 8], A[r0 * kK + 2 * q + 9]);
-  a[3] = pack_bf16(A[(r0 + 8) * kK + 2 * q + 8], A[(r0 + 8) * kK + 2 * q + 9]);
+  a_fragment(A, r0, q, a);
 
   const uint32_t start = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint64_t desc = uint64_t((start >> 4) & 0x3FFF) | (uint64_t((c.lbo >> 4) & 0x3FFF) << 16) |
@@ -100,12 +116,7 @@ __global__ void __launch_bounds__(128) product_kernel(const float* A, const floa
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
-  for (int j = 0; j < kN / 8; ++j) {
-    D[r0 * kN + 8 * j + 2 * q] = d[4 * j];
-    D[r0 * kN + 8 * j + 2 * q + 1] = d[4 * j + 1];
-    D[(r0 + 8) * kN + 8 * j + 2 * q] = d[4 * j + 2];
-    D[(r0 + 8) * kN + 8 * j + 2 * q + 1] = d[4 * j + 3];
-  }
+  store_d<kN>(D, d, r0, q);
 }
 
 // ---- 128-byte swizzled MN-major B, N = 128 (the fused kernel's Kc in the state update, if
@@ -155,10 +166,7 @@ __global__ void __launch_bounds__(128) swizzled_kernel(const float* A, const flo
   __syncthreads();
   const int r0 = 16 * warp + g;
   uint32_t a[4];
-  a[0] = pack_bf16(A[r0 * kK + 2 * q], A[r0 * kK + 2 * q + 1]);
-  a[1] = pack_bf16(A[(r0 + 8) * kK + 2 * q], A[(r0 + 8) * kK + 2 * q + 1]);
-  a[2] = pack_bf16(A[r0 * kK + 2 * q + 8], A[r0 * kK + 2 * q + 9]);
-  a[3] = pack_bf16(A[(r0 + 8) * kK + 2 * q + 8], A[(r0 + 8) * kK + 2 * q + 9]);
+  a_fragment(A, r0, q, a);
   const uint64_t desc = uint64_t((start >> 4) & 0x3FFF) | (uint64_t((c.lbo >> 4) & 0x3FFF) << 16) |
                         (uint64_t((c.sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
   float d[64];
@@ -171,12 +179,7 @@ __global__ void __launch_bounds__(128) swizzled_kernel(const float* A, const flo
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
-  for (int j = 0; j < kN2 / 8; ++j) {
-    D[r0 * kN2 + 8 * j + 2 * q] = d[4 * j];
-    D[r0 * kN2 + 8 * j + 2 * q + 1] = d[4 * j + 1];
-    D[(r0 + 8) * kN2 + 8 * j + 2 * q] = d[4 * j + 2];
-    D[(r0 + 8) * kN2 + 8 * j + 2 * q + 1] = d[4 * j + 3];
-  }
+  store_d<kN2>(D, d, r0, q);
 }
 
 #define CHECK(expr)                                                                    \
