@@ -114,7 +114,7 @@ struct CoreTiles {
   static constexpr bool kCore = true;
   using V = Swizzle128At<kC>;
   using Q = Swizzle128At<kC>;
-  using K = ColumnGroupsAt<kC>;
+  using K = Swizzle128At<kC>;
   using W = KMajorAt<kK>;
   using P = KMajorAt<kC>;
 };
