@@ -202,9 +202,9 @@ __device__ __forceinline__ uint32_t b_cols(const uint16_t* base, int ld, int k0,
 }
 
 // The same four shapes from a tile laid out by At (chunked_tile.h: RowMajorAt, KMajorAt,
-// ColumnGroupsAt): element (r, c) at base + At::at(r, c). Every layout there is additive over
+// Swizzle128At): element (r, c) at base + At::at(r, c). Where the layout is additive over
 // 8-aligned blocks (At::at(r0 + dr, c0 + dc) = At::at(r0, c0) + At::at(dr, dc) for r0, c0
-// multiples of 8), so the lane's part and the block's are formed apart: the block's is a
+// multiples of 8), the lane's part and the block's are formed apart: the block's is a
 // constant where the callers' loops are unrolled. (Formed whole, the core-matrix layouts' shifts
 // and masks were recomputed at every fragment load: about 4% of the fused step, H200.) A layout
 // that is not additive (Swizzle128At) is formed whole.

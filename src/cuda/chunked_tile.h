@@ -50,8 +50,8 @@ inline constexpr int kLdF = kTile.ld_f32;
 // ---- where element (r, c) of a half-precision tile lives (elements from the tile's start)
 //
 // Row-major with a padded row stride (kLd elements); in core matrices of 8 rows x 16 bytes,
-// each 128 contiguous bytes (KMajorAt, ColumnGroupsAt: no-swizzle layouts wgmma reads its B
-// operand from, sm_90a); or 128-byte swizzled (Swizzle128At). Each keeps every ldmatrix row (16
+// each 128 contiguous bytes (KMajorAt: a no-swizzle layout wgmma reads its B operand from,
+// sm_90a); or 128-byte swizzled (Swizzle128At). Each keeps every ldmatrix row (16
 // bytes) contiguous and the 8 rows of an ldmatrix matrix in distinct bank groups, so the
 // mma.sync code reads them all without conflicts. kAdditive: At::at(r0 + dr, c0 + dc) =
 // At::at(r0, c0) + At::at(dr, dc) for r0, c0 multiples of 8 (the fragment helpers then form a
@@ -68,22 +68,11 @@ struct KMajorAt {
     return (r >> 3) * (kCols * 8) + (c >> 3) * 64 + (r & 7) * 8 + (c & 7);
   }
 };
-// Core matrices [8 rows][8 columns] in 8-column groups of kRows rows, the groups kGroup = kRows *
-// 8 + 8 elements apart. wgmma reads it as an MN-major operand with the rows as k (LBO 128 bytes
-// along k, SBO 2 kGroup bytes along the columns): Kc in the state update.
-template <int kRows>
-struct ColumnGroupsAt {
-  static constexpr bool kAdditive = true;
-  static constexpr int kGroup = kRows * 8 + 8;
-  __host__ __device__ static constexpr int at(int r, int c) {
-    return (c >> 3) * kGroup + (r >> 3) * 64 + (r & 7) * 8 + (c & 7);
-  }
-};
-
 // 128-byte swizzle of a [kRows, 128] tile as two column halves of [kRows, 64] (128-byte rows),
 // the 16-byte chunk index XOR the row's low 3 bits, as the hardware's 128-byte swizzle does with
 // address bits 7..9 into 4..6 (so the tile must start at a 1024-byte boundary for wgmma). wgmma
-// reads it as a K-major operand with the columns as k: Qc. A row's 64-element global line lands
+// reads it as a K-major operand with the columns as k (Qc) or as an MN-major one with the rows as
+// k (Kc in the state update; chunked_wgmma.cuh's descriptors). A row's 64-element global line lands
 // in one aligned 128-byte segment of shared memory, which is what cp.async fills cheaply:
 // copies into core-matrix layouts, where a line's eight pieces fall in eight segments, cost the
 // fused step 10% (H200, Nsight Compute: 3 to 8 shared wavefronts a piece). Not additive (the XOR).
@@ -99,9 +88,8 @@ struct Swizzle128At {
 // PaddedTiles for the split form's kernels, CoreTiles for the fused kernel, whose chain runs on
 // wgmma on sm_90a (Qc, -W and P as K-major B operands, Kc as an MN-major one) and on mma.sync
 // elsewhere (the same tiles through ldmatrix). Vc, Qc, Kc arrive by cp.async, -W and P by
-// fragment stores (conflict-free in plain core matrices). Kc stays unswizzled until an MN-major
-// read of a swizzled tile is checked on the device: its copies still pay the core-matrix cost.
-// kCore: not padded rows.
+// fragment stores (conflict-free in plain core matrices). Kc swizzled rather than in core
+// matrices took 5% off the fused step (H200; docs/NOTES.md). kCore: not padded rows.
 struct PaddedTiles {
   static constexpr bool kCore = false;
   using V = RowMajorAt<kLdTok>;
@@ -118,7 +106,7 @@ struct CoreTiles {
   using W = KMajorAt<kK>;
   using P = KMajorAt<kC>;
 };
-static_assert(ColumnGroupsAt<kC>::at(kC - 1, kK - 1) < kC * kLdTok && Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok,
+static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok,
               "the fused kernel's Vc, Qc, Kc fit the padded tiles' space");
 
 // Path auto takes the chunked kernel from this many tokens per sequence (dense: T; packed: the

@@ -60,14 +60,16 @@ __device__ __forceinline__ uint64_t swizzle128_desc_k(const uint16_t* tile, int 
   return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(1) << 16) | (uint64_t(1024u >> 4) << 32) | (uint64_t(1) << 62);
 }
 
-// A ColumnGroupsAt tile (chunked_tile.h; column groups kGroupBytes apart) read MN-major with its
-// rows as k: the k-step k0, columns from n0 (LBO 128 bytes along k, SBO kGroupBytes along the
-// columns).
-template <class At>
-__device__ __forceinline__ uint64_t column_groups_desc_mn(const uint16_t* tile, int k0, int n0) {
-  constexpr uint32_t kGroupBytes = 2u * At::kGroup;
-  const uint32_t start = smem_addr(tile) + uint32_t(n0 >> 3) * kGroupBytes + uint32_t(k0 >> 3) * 128u;
-  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(128u >> 4) << 16) | (uint64_t(kGroupBytes >> 4) << 32);
+// A Swizzle128At tile of kRows rows (1024-byte boundary) read MN-major with its rows as k, N =
+// 128 columns: the k-step k0 starts k0 * 128 bytes in (two 8-row groups of swizzle atoms); LBO
+// strides the two 64-column halves (kRows * 128 bytes apart), SBO the 8-row k groups (1024 bytes
+// apart). Checked by bench/wgmma_lab.cu's swizzled candidates (the other reading fails there).
+template <int kRows>
+__device__ __forceinline__ uint64_t swizzle128_desc_mn(const uint16_t* tile, int k0) {
+  const uint32_t start = smem_addr(tile) + uint32_t(k0) * 128u;
+  constexpr uint32_t kHalves = kRows * 128u, kGroups = 1024u;
+  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(kHalves >> 4) << 16) | (uint64_t(kGroups >> 4) << 32) |
+         (uint64_t(1) << 62);
 }
 
 // d (m64n64, f32) += a (registers) b (K-major in shared memory); kAccumulate false: d = a b (d's
@@ -194,7 +196,7 @@ __device__ __forceinline__ void wgmma_chain_step(const ChainTiles& ct, int lane,
       }
     acc_to_a_split<M>(dd, 0, a[ks & 1][0], a[ks & 1][1]);
     wgmma_fence();
-    const uint64_t kd = column_groups_desc_mn<CoreTiles::K>(ct.k, 16 * ks, 0);
+    const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, 16 * ks);
     wgmma_128_mn<M>(S, a[ks & 1][0], kd);
     wgmma_128_mn<M>(S, a[ks & 1][1], kd);
     wgmma_commit();
