@@ -78,18 +78,22 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     if (warp == kGateWarp && next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
     invert_unit_lower(s, warp, lane);
     __syncthreads();
-    gate_inverse<M>(s, tid);
+    gate_inverse<M, CoreTiles>(s, tid);
     if (tid < kC) {  // the chain's per-token factors, once for all warps (the same expressions)
       const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
       s.q_f[tid] = output_factor<false>(own, tid);
       s.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
     }
-    __syncthreads();
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
+#if GDN_CHUNKED_WGMMA
+    fence_shared_for_wgmma();  // this thread's q, k, v copies and P, T stores -> wgmma
+    __syncthreads();
+    wgmma_minus_w_new_values<M>(s, buf, warp, lane, D);
+    fence_shared_for_wgmma();  // this thread's -W stores -> the chain's wgmma
+#else
+    __syncthreads();
     minus_w<M, CoreTiles>(s, buf, warp, lane);
     new_values<M, CoreTiles>(s, buf, warp, lane, D);
-#if GDN_CHUNKED_WGMMA
-    fence_shared_for_wgmma();  // this thread's q, k copies and P, -W stores -> the chain's wgmma
 #endif
     __syncthreads();
 

@@ -483,14 +483,17 @@ __device__ __forceinline__ void lower_block(int b, int& bi, int& bj) {
 static_assert(kLowerBlocks == 10, "lower_block is written for C = 64");
 
 // T = Mask o (X diag(beta)) and Xw = X diag(beta rk), both lower triangular, as hi + lo: only
-// the 10 blocks of 16 x 16 on and below the diagonal (their readers, minus_w and new_values,
-// read no block above it), whose column pairs are dealt out over the CTA: 5 a thread instead of
-// a row's 8 with half of them zeros (Nsight Compute: 12% of the fused step, waiting on its
-// shared loads).
-template <class M, class Sm>
+// the 10 blocks of 16 x 16 on and below the diagonal (their mma.sync readers, minus_w and
+// new_values, read no block above it), whose column pairs are dealt out over the CTA: 5 a
+// thread instead of a row's 8 with half of them zeros (Nsight Compute: 12% of the fused step,
+// waiting on its shared loads). T in L::T's layout; with core-matrix tiles (L::kCore) T's 6
+// blocks above the diagonal are written as zeros too, for wgmma, which reads whole rows of T.
+template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
   constexpr int kPairs = kLowerBlocks * 16 * 8;  // column pairs of the lower blocks
   static_assert(kPairs % kThreads == 0, "whole pairs per thread");
+  uint16_t* t_hi = &s.t.hi[0][0];
+  uint16_t* t_lo = &s.t.lo[0][0];
 #pragma unroll
   for (int n = 0; n < kPairs / kThreads; ++n) {
     const int pr = tid + kThreads * n, r = pr & 127;
@@ -509,11 +512,28 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
     }
     uint32_t hi, lo;
     split_pair<M>(t[0], t[1], hi, lo);
-    *reinterpret_cast<uint32_t*>(&s.t.hi[i][j]) = hi;
-    *reinterpret_cast<uint32_t*>(&s.t.lo[i][j]) = lo;
+    if constexpr (L::kCore) {
+      *reinterpret_cast<uint32_t*>(&t_hi[L::T::at(i, j)]) = hi;
+      *reinterpret_cast<uint32_t*>(&t_lo[L::T::at(i, j)]) = lo;
+    } else {
+      *reinterpret_cast<uint32_t*>(&s.t.hi[i][j]) = hi;
+      *reinterpret_cast<uint32_t*>(&s.t.lo[i][j]) = lo;
+    }
     split_pair<M>(w[0], w[1], hi, lo);
     *reinterpret_cast<uint32_t*>(&s.xw.hi[i][j]) = hi;
     *reinterpret_cast<uint32_t*>(&s.xw.lo[i][j]) = lo;
+  }
+  if constexpr (L::kCore) {
+    constexpr int kUpperPairs = (kC / 16) * (kC / 16 - 1) / 2 * 16 * 8;  // 6 blocks
+    static_assert(kUpperPairs % kThreads == 0, "whole pairs per thread");
+#pragma unroll
+    for (int n = 0; n < kUpperPairs / kThreads; ++n) {
+      const int pr = tid + kThreads * n, r = pr & 127, b = pr >> 7;  // block (bi, bj), bi < bj
+      const int bi = b < 3 ? 0 : b < 5 ? 1 : 2, bj = bi + 1 + (b < 3 ? b : b < 5 ? b - 3 : 0);
+      const int i = 16 * bi + (r >> 3), j = 16 * bj + 2 * (r & 7);
+      *reinterpret_cast<uint32_t*>(&t_hi[L::T::at(i, j)]) = 0u;
+      *reinterpret_cast<uint32_t*>(&t_lo[L::T::at(i, j)]) = 0u;
+    }
   }
 }
 
@@ -563,8 +583,13 @@ __device__ __forceinline__ void new_values(Sm& s, int buf, int warp, int lane, f
 #pragma unroll
     for (int np = ks; np < kC / 16; ++np) {
       uint32_t bh[4], bl[4];  // B[t'][t] = T[t][t']
-      ldsm_x4(bh, b_rows(&s.t.hi[0][0], kLdCC, 16 * ks, 16 * np, lane));
-      ldsm_x4(bl, b_rows(&s.t.lo[0][0], kLdCC, 16 * ks, 16 * np, lane));
+      if constexpr (L::kCore) {
+        ldsm_x4(bh, b_rows<typename L::T>(&s.t.hi[0][0], 16 * ks, 16 * np, lane));
+        ldsm_x4(bl, b_rows<typename L::T>(&s.t.lo[0][0], 16 * ks, 16 * np, lane));
+      } else {
+        ldsm_x4(bh, b_rows(&s.t.hi[0][0], kLdCC, 16 * ks, 16 * np, lane));
+        ldsm_x4(bl, b_rows(&s.t.lo[0][0], kLdCC, 16 * ks, 16 * np, lane));
+      }
       M::mma(D[2 * np], a, bh[0], bh[1]);
       M::mma(D[2 * np], a, bl[0], bl[1]);
       M::mma(D[2 * np + 1], a, bh[2], bh[3]);

@@ -84,7 +84,7 @@ struct Swizzle128At {
   }
 };
 
-// The layouts of the chunk's tiles (Vc, Qc, Kc, -W: [C, K]; P: [C, C]), one policy a kernel:
+// The layouts of the chunk's tiles (Vc, Qc, Kc, -W: [C, K]; P, T: [C, C]), one policy a kernel:
 // PaddedTiles for the split form's kernels, CoreTiles for the fused kernel, whose chain runs on
 // wgmma on sm_90a (Qc, -W and P as K-major B operands, Kc as an MN-major one) and on mma.sync
 // elsewhere (the same tiles through ldmatrix). Vc, Qc, Kc arrive by cp.async, -W and P by
@@ -97,6 +97,7 @@ struct PaddedTiles {
   using K = RowMajorAt<kLdTok>;
   using W = RowMajorAt<kLdTok>;
   using P = RowMajorAt<kLdCC>;
+  using T = RowMajorAt<kLdCC>;
 };
 struct CoreTiles {
   static constexpr bool kCore = true;
@@ -105,6 +106,7 @@ struct CoreTiles {
   using K = Swizzle128At<kC>;
   using W = KMajorAt<kK>;
   using P = KMajorAt<kC>;
+  using T = KMajorAt<kC>;
 };
 static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok,
               "the fused kernel's Vc, Qc, Kc fit the padded tiles' space");

@@ -72,23 +72,24 @@ __device__ __forceinline__ uint64_t swizzle128_desc_mn(const uint16_t* tile, int
          (uint64_t(1) << 62);
 }
 
-// d (m64n64, f32) += a (registers) b (K-major in shared memory); kAccumulate false: d = a b (d's
-// values not read, so it needs no initialisation).
-template <class M, bool kAccumulate = true>
+// d (m64n64, f32) += a (registers) b (K-major in shared memory; kTransB: MN-major); kAccumulate
+// false: d = a b (d's values not read, so it needs no initialisation).
+template <class M, bool kAccumulate = true, bool kTransB = false>
 __device__ __forceinline__ void wgmma_64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
 #define GDN_WGMMA_64(TYPE)                                                                                    \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                  \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                 \
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                                      \
                "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "                           \
-               "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                                                    \
+               "{%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"                                                  \
                : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
                  "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),     \
                  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),     \
                  "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),     \
                  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),     \
                  "+f"(d[7][2]), "+f"(d[7][3])                                                                 \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(kAccumulate ? 1 : 0))
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(kAccumulate ? 1 : 0),         \
+                 "n"(kTransB ? 1 : 0))
   if constexpr (std::is_same_v<M, MmaBf16>)
     GDN_WGMMA_64("bf16");
   else
@@ -125,6 +126,61 @@ __device__ __forceinline__ void wgmma_128_mn(float (&d)[16][4], const uint32_t (
   else
     GDN_WGMMA_128("f16");
 #undef GDN_WGMMA_128
+}
+
+// The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =
+// row block w % 4 of warpgroup w / 4), the sums of minus_w and new_values in the same precision:
+//   -W  = -diag(gamma) (Xw hi + Xw lo) Kc     warpgroup wg: tokens [0, C), keys [64 wg, +64)
+//   D^T = Vc^T (T hi + T lo)^T                warpgroup wg: value rows [64 wg, +64), tokens [0, C)
+// A from registers: Xw by ldmatrix from its padded rows (zero where the warp's token block lies
+// above the k-step's: Xw is lower triangular), Vc^T by transposing ldmatrix. B from shared
+// memory: Kc MN-major (its 64-column half wg), T K-major in CoreTiles::T (its blocks above the
+// diagonal written as zeros by gate_inverse). -W goes to w_neg in CoreTiles::W's layout; D^T
+// stays in the accumulators the chain takes. Kc, Vc and T must be visible to wgmma (fenced by
+// their writers, then a barrier).
+template <class M>
+__device__ __forceinline__ void wgmma_minus_w_new_values(Smem& s, int buf, int warp, int lane, float (&D)[8][4]) {
+  const int g = lane >> 2, q = lane & 3, wg = warp >> 2, wr = warp & 3;
+  const uint16_t* k_half = &s.k[buf][0][0] + wg * (kC * 64);  // Kc's key columns [64 wg, +64)
+  const uint16_t* v_tile = &s.v[buf][0][0];
+  float W[8][4];  // Xw Kc: tokens [16 wr, +16), keys [64 wg, +64), m64n64 accumulators
+  uint32_t xa[2][2][4], va[2][4];
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's products have read xa, va [ks & 1]
+    if (ks <= wr) {
+      ldsm_x4(xa[ks & 1][0], a_rows(&s.xw.hi[0][0], kLdCC, 16 * wr, 16 * ks, lane));
+      ldsm_x4(xa[ks & 1][1], a_rows(&s.xw.lo[0][0], kLdCC, 16 * wr, 16 * ks, lane));
+    } else {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) xa[ks & 1][0][r] = xa[ks & 1][1][r] = 0u;
+    }
+    ldsm_x4_trans(va[ks & 1], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));  // A[v][t'] = Vc[t'][v]
+    wgmma_fence();
+    const uint64_t kd = swizzle128_desc_mn<kC>(k_half, 16 * ks);
+    const uint64_t th = k_major_desc<kC>(&s.t.hi[0][0], 16 * ks), tl = k_major_desc<kC>(&s.t.lo[0][0], 16 * ks);
+    if (ks == 0) {
+      wgmma_64<M, false, true>(W, xa[0][0], kd);
+      wgmma_64<M, false>(D, va[0], th);
+    } else {
+      wgmma_64<M, true, true>(W, xa[ks & 1][0], kd);
+      wgmma_64<M>(D, va[ks & 1], th);
+    }
+    wgmma_64<M, true, true>(W, xa[ks & 1][1], kd);
+    wgmma_64<M>(D, va[ks & 1], tl);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+  uint16_t* w_tile = &s.w_neg[0][0];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int i = 16 * wr + g + 8 * hr;
+    const float ng = -expf(s.G[i]);  // -gamma_i
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+      *reinterpret_cast<uint32_t*>(w_tile + at_split<CoreTiles::W>(g, 2 * q, i - g, 64 * wg + 8 * t)) =
+          M::pack(ng * W[t][2 * hr], ng * W[t][2 * hr + 1]);
+  }
 }
 
 // One chunk of the chain for the warpgroup's 64 state rows (all 8 warps of the CTA call it):
