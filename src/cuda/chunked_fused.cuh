@@ -66,6 +66,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     RawGates gates;  // chunk c + 1's, in flight until the forward substitution
     if (warp == kGateWarp && next) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
     cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
+#if GDN_CHUNKED_WGMMA
+    fence_shared_for_wgmma();  // this thread's q, k, v copies -> wgmma
+#endif
     __syncthreads();
     if (p.l2norm) {
       row_norms<M, CoreTiles>(s, buf, warp, lane);
@@ -73,7 +76,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     }
 
     // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
+#if GDN_CHUNKED_WGMMA
+    wgmma_key_products<M>(s, buf, warp, lane);
+#else
     key_products<M, CoreTiles>(s, buf, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC);
+#endif
     __syncthreads();
     if (warp == kGateWarp && next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
     invert_unit_lower(s, warp, lane);
@@ -86,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     }
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
 #if GDN_CHUNKED_WGMMA
-    fence_shared_for_wgmma();  // this thread's q, k, v copies and P, T stores -> wgmma
+    fence_shared_for_wgmma();  // this thread's P, T stores -> wgmma
     __syncthreads();
     wgmma_minus_w_new_values<M>(s, buf, warp, lane, D);
     fence_shared_for_wgmma();  // this thread's -W stores -> the chain's wgmma

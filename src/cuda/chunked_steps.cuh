@@ -349,49 +349,33 @@ __device__ __forceinline__ void row_norms_padded(Sm& s, int buf, int warp, int l
   }
 }
 
-// m = strictly_lower(diag(beta) Kn Kn^T) (f32, in s.m) and P = Mask o (Qn Kn^T) (hi + lo, to
-// p_hi / p_lo with row stride ld: shared memory in the fused kernel, the prepared chunk in
-// global memory in the split form), [C, C]. Warp w: rows [16 (w / 2), +16), columns
-// [32 (w % 2), +32); blocks above the diagonal are zero and are not multiplied.
-// With core-matrix tiles (L::kCore) P goes to p_hi / p_lo in L::P's layout and ld is unused.
-template <class M, class L = PaddedTiles, class Sm>
-__device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
-                                             int ld) {
+// Where element (i, j) of P goes: in L::P's layout with core-matrix tiles (L::kCore; ld unused),
+// else row stride ld. (i, j) = block (i - g, j - 2q), 8-aligned, + lane (g, 2q): additive.
+template <class L>
+__device__ __forceinline__ int p_at(int i, int j, int g, int q, int ld) {
+  return L::kCore ? L::P::at(g, 2 * q) + L::P::at(i - g, j - 2 * q) : i * ld + j;
+}
+
+// A warp's [16 rows from i0, 32 columns from j0] block of P above the diagonal: zeros.
+template <class L>
+__device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t* p_hi, uint16_t* p_lo, int ld) {
   const int g = lane >> 2, q = lane & 3;
-  const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
-  // (i, j) = block (i - g, j - 2q), 8-aligned, + lane (g, 2q): additive in L::P's layout
-  const auto p_at = [ld, g, q](int i, int j) {
-    return L::kCore ? L::P::at(g, 2 * q) + L::P::at(i - g, j - 2 * q) : i * ld + j;
-  };
-  const uint16_t* q_tile = &s.q[buf][0][0];
-  const uint16_t* k_tile = &s.k[buf][0][0];
-  if (j0 > i0 + 15) {
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr)
+  for (int hr = 0; hr < 2; ++hr)
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int i = i0 + g + 8 * hr, j = j0 + 8 * t + 2 * q;
-        *reinterpret_cast<uint32_t*>(&p_hi[p_at(i, j)]) = 0u;
-        *reinterpret_cast<uint32_t*>(&p_lo[p_at(i, j)]) = 0u;
-      }
-    return;
-  }
-  float kk[4][4] = {}, qk[4][4] = {};  // [16 rows, 32 cols] of Kc Kc^T and Qc Kc^T
-#pragma unroll
-  for (int ks = 0; ks < kK / 16; ++ks) {
-    uint32_t ak[4], aq[4];
-    ldsm_x4(ak, a_rows<typename L::K>(k_tile, i0, 16 * ks, lane));
-    ldsm_x4(aq, a_rows<typename L::Q>(q_tile, i0, 16 * ks, lane));
-#pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      uint32_t b[4];  // B[k][n] = Kc[n][k]
-      ldsm_x4(b, b_rows<typename L::K>(k_tile, 16 * ks, j0 + 16 * np, lane));
-      M::mma(kk[2 * np], ak, b[0], b[1]);
-      M::mma(kk[2 * np + 1], ak, b[2], b[3]);
-      M::mma(qk[2 * np], aq, b[0], b[1]);
-      M::mma(qk[2 * np + 1], aq, b[2], b[3]);
+    for (int t = 0; t < 4; ++t) {
+      const int i = i0 + g + 8 * hr, j = j0 + 8 * t + 2 * q;
+      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q, ld)]) = 0u;
+      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q, ld)]) = 0u;
     }
-  }
+}
+
+// m and P of a warp's [16 rows from i0, 32 columns from j0] block from its accumulators of Kc Kc^T
+// and Qc Kc^T (m16n8 fragments of the four 8-column tiles).
+template <class M, class L, class Sm>
+__device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
+                                                   const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo, int ld) {
+  const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int i = i0 + g + 8 * hr;
@@ -411,10 +395,44 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
       *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
       uint32_t hi, lo;
       split_pair<M>(pv[0], pv[1], hi, lo);
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at(i, j)]) = hi;
-      *reinterpret_cast<uint32_t*>(&p_lo[p_at(i, j)]) = lo;
+      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q, ld)]) = hi;
+      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q, ld)]) = lo;
     }
   }
+}
+
+// m = strictly_lower(diag(beta) Kn Kn^T) (f32, in s.m) and P = Mask o (Qn Kn^T) (hi + lo, to
+// p_hi / p_lo with row stride ld: shared memory in the fused kernel, the prepared chunk in
+// global memory in the split form), [C, C]. Warp w: rows [16 (w / 2), +16), columns
+// [32 (w % 2), +32); blocks above the diagonal are zero and are not multiplied.
+// With core-matrix tiles (L::kCore) P goes to p_hi / p_lo in L::P's layout and ld is unused.
+template <class M, class L = PaddedTiles, class Sm>
+__device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
+                                             int ld) {
+  const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
+  const uint16_t* q_tile = &s.q[buf][0][0];
+  const uint16_t* k_tile = &s.k[buf][0][0];
+  if (j0 > i0 + 15) {
+    store_zero_p<L>(i0, j0, lane, p_hi, p_lo, ld);
+    return;
+  }
+  float kk[4][4] = {}, qk[4][4] = {};  // [16 rows, 32 cols] of Kc Kc^T and Qc Kc^T
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    uint32_t ak[4], aq[4];
+    ldsm_x4(ak, a_rows<typename L::K>(k_tile, i0, 16 * ks, lane));
+    ldsm_x4(aq, a_rows<typename L::Q>(q_tile, i0, 16 * ks, lane));
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t b[4];  // B[k][n] = Kc[n][k]
+      ldsm_x4(b, b_rows<typename L::K>(k_tile, 16 * ks, j0 + 16 * np, lane));
+      M::mma(kk[2 * np], ak, b[0], b[1]);
+      M::mma(kk[2 * np + 1], ak, b[2], b[3]);
+      M::mma(qk[2 * np], aq, b[0], b[1]);
+      M::mma(qk[2 * np + 1], aq, b[2], b[3]);
+    }
+  }
+  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, ld);
 }
 
 // X = (I + m)^-1 for the strictly lower m, in f32, by 16 x 16 blocks:

@@ -128,6 +128,55 @@ __device__ __forceinline__ void wgmma_128_mn(float (&d)[16][4], const uint32_t (
 #undef GDN_WGMMA_128
 }
 
+// d (m64n32, f32) += a b, both from shared memory, K-major (descriptors); kAccumulate false: d = a b.
+template <class M, bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_32_ss(float (&d)[4][4], uint64_t desc_a, uint64_t desc_b) {
+#define GDN_WGMMA_32(TYPE)                                                                                    \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                  \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                 \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"      \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),     \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])                                   \
+               : "l"(desc_a), "l"(desc_b), "r"(kAccumulate ? 1 : 0))
+  if constexpr (std::is_same_v<M, MmaBf16>)
+    GDN_WGMMA_32("bf16");
+  else
+    GDN_WGMMA_32("f16");
+#undef GDN_WGMMA_32
+}
+
+// key_products on wgmma (all 8 warps call it): warpgroup wg computes Kc Kc^T and Qc Kc^T for
+// the token columns [32 wg, +32), warp w their rows [16 (w % 4), +16), both operands read from
+// the swizzled tiles in shared memory (Kc, Qc must be visible to wgmma: fenced, then a barrier);
+// then the same m and P as key_products (store_key_products), zeros above the diagonal.
+template <class M>
+__device__ __forceinline__ void wgmma_key_products(Smem& s, int buf, int warp, int lane) {
+  const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
+  const uint16_t* q_tile = &s.q[buf][0][0];
+  const uint16_t* k_tile = &s.k[buf][0][0];
+  float kk[4][4], qk[4][4];  // [16 rows, 32 cols] of Kc Kc^T and Qc Kc^T
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    const uint64_t kd = swizzle128_desc_k<kC>(k_tile, 16 * ks), qd = swizzle128_desc_k<kC>(q_tile, 16 * ks);
+    const uint64_t bd = swizzle128_desc_k<kC>(k_tile + j0 * 64, 16 * ks);  // Kc's rows [j0, +32) as N
+    if (ks == 0) {
+      wgmma_32_ss<M, false>(kk, kd, bd);
+      wgmma_32_ss<M, false>(qk, qd, bd);
+    } else {
+      wgmma_32_ss<M>(kk, kd, bd);
+      wgmma_32_ss<M>(qk, qd, bd);
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  if (j0 > i0 + 15)
+    store_zero_p<CoreTiles>(i0, j0, lane, &s.p.hi[0][0], &s.p.lo[0][0], 0);
+  else
+    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], 0);
+}
+
 // The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =
 // row block w % 4 of warpgroup w / 4), the sums of minus_w and new_values in the same precision:
 //   -W  = -diag(gamma) (Xw hi + Xw lo) Kc     warpgroup wg: tokens [0, C), keys [64 wg, +64)
