@@ -169,6 +169,17 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr));
 }
 
+// stmatrix (sm_90): four 8 x 8 matrices of 16-bit values in the accumulator fragment layout (r[i]:
+// row lane / 4, columns 2 (lane % 4) + {0, 1} of matrix i), each stored transposed: lanes 8 i ..
+// 8 i + 7 give the addresses of matrix i's 8 stored rows (its columns).
+__device__ __forceinline__ void stsm_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#endif
+}
+
 // Row addresses for the four fragment shapes the kernel reads from a row-major tile `base`
 // with row stride `ld` (elements). Each returns this lane's address; load with the named
 // ldmatrix flavour.
