@@ -9,12 +9,34 @@
 
 #include "cuda/chunked_steps.cuh"
 #include "cuda/chunked_wgmma.cuh"
+#include "cuda/tma.cuh"
 
 namespace gdn::cuda::chunked {
 
+#if GDN_CHUNKED_WGMMA
+// The chunk's q, k (key head j) and v (value head h) rows from token tok0 into buffer `buf` by
+// TMA (one thread): two 64-column boxes a tile, 128-byte swizzled as CoreTiles' Swizzle128At
+// lays them out; rows past the tensor's tokens arrive as zeros, rows past a packed sequence's
+// end as the next sequence's tokens, which the padding rows' zero beta and gate keep out of
+// every sum (chunk_gates). Their 48 KB are credited to tiles_full[buf].
+__device__ __forceinline__ void tma_chunk_tiles(const ChunkParams& p, const FusedTileMaps& maps, Smem& s, int buf,
+                                                int64_t n, int64_t tok0, int j, int h) {
+  constexpr uint32_t kBoxBytes = kC * 64 * 2;
+  const int seq = p.cu_seqlens ? 0 : int(n), tok = int(tok0);
+  mbarrier_arrive_expect(&s.tiles_full[buf], 6 * kBoxBytes);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    tma_load_4d(&s.q[buf][0][0] + half * kC * 64, &maps.q, &s.tiles_full[buf], 64 * half, j, tok, seq);
+    tma_load_4d(&s.k[buf][0][0] + half * kC * 64, &maps.k, &s.tiles_full[buf], 64 * half, j, tok, seq);
+    tma_load_4d(&s.v[buf][0][0] + half * kC * 64, &maps.v, &s.tiles_full[buf], 64 * half, h, tok, seq);
+  }
+}
+#endif
+
 
 template <class M>
-__global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p) {
+__global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p,
+                                                                  const __grid_constant__ FusedTileMaps maps) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -45,8 +67,26 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   constexpr int kGateWarp = 4;
   const int64_t chunks = (sq.len + kC - 1) / kC;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
+#if GDN_CHUNKED_WGMMA
+  const bool tma = maps.on != 0;  // q, k, v by TMA (else cp.async)
+  if (tma && tid == 0) {
+    mbarrier_init(&s.tiles_full[0], 1);
+    mbarrier_init(&s.tiles_full[1], 1);
+    fence_mbarrier_init();  // before the copies that complete on them; the loop's first barrier
+                            // publishes them to the other threads
+  }
+#endif
+  const auto load_tiles = [&](int b, int64_t c) {
+#if GDN_CHUNKED_WGMMA
+    if (tma) {
+      if (tid == 0) tma_chunk_tiles(p, maps, s, b, n, sq.bos + c * kC, j, h);
+      return;
+    }
+#endif
+    load_chunk_tiles(p, s, b, n, sq.bos + c * kC, live_rows(c), j, h, tid);
+  };
   if (chunks > 0) {
-    load_chunk_tiles(p, s, 0, n, sq.bos, live_rows(0), j, h, tid);
+    load_tiles(0, 0);
     if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, 0, lane), live_rows(0), lane);
   }
   cp_async_commit();
@@ -61,13 +101,19 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       *reinterpret_cast<float2*>(&s.G[2 * lane]) = *reinterpret_cast<const float2*>(&s.G_next[2 * lane]);
       *reinterpret_cast<float2*>(&s.beta[2 * lane]) = *reinterpret_cast<const float2*>(&s.beta_next[2 * lane]);
     }
-    if (next) load_chunk_tiles(p, s, buf ^ 1, n, tok0 + kC, live_rows(c + 1), j, h, tid);
+    if (next) load_tiles(buf ^ 1, c + 1);
     cp_async_commit();
     RawGates gates;  // chunk c + 1's, in flight until the forward substitution
     if (warp == kGateWarp && next) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
-    cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
 #if GDN_CHUNKED_WGMMA
-    fence_shared_for_wgmma();  // this thread's q, k, v copies -> wgmma
+    if (tma) {
+      mbarrier_wait(&s.tiles_full[buf], uint32_t(c >> 1) & 1u);  // this chunk's tiles have landed
+    } else {
+      cp_async_wait<1>();        // this chunk's tiles have landed (the next chunk's may be in flight)
+      fence_shared_for_wgmma();  // this thread's q, k, v copies -> wgmma
+    }
+#else
+    cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
 #endif
     __syncthreads();
     if (p.l2norm) {
@@ -144,6 +190,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 #endif
     __syncthreads();
     store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
+#if GDN_CHUNKED_WGMMA
+    if (tma) fence_shared_for_wgmma();  // this thread's reads and writes of buf -> the TMA that refills it
+#endif
   }
   cp_async_wait<0>();
 
@@ -151,11 +200,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 }
 
 template <class M>
-cudaError_t launch_chunked(const ChunkParams& p, cudaStream_t stream) {
+cudaError_t launch_chunked(const ChunkParams& p, const FusedTileMaps& maps, cudaStream_t stream) {
   const auto kernel = chunked_prefill_kernel<M>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmemBytes));
   if (e != cudaSuccess) return e;
-  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kFusedSmemBytes, stream>>>(p);
+  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kFusedSmemBytes, stream>>>(p, maps);
   return cudaGetLastError();
 }
 

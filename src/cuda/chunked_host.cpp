@@ -21,6 +21,7 @@
 #include "cuda/chunked_tile.h"
 #include "cuda/host_common.h"
 #include "cuda/side_stream.h"
+#include "cuda/tensor_map.h"
 
 namespace gdn {
 namespace {
@@ -95,6 +96,19 @@ struct ChunkedPlan {
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoll(v) : fallback;
+}
+
+// The fused kernel's q, k, v tensor maps (tensor_map.h) on GPUs whose code takes them (compute
+// capability 9.x: the sm_90a build); false (cp.async copies) where a view does not fit TMA.
+// GDN_CHUNKED_TMA=0 keeps the cp.async copies (the tests run both).
+bool fused_tma_maps(const Problem& p, const ck::ChunkParams& c, ck::FusedTileMaps& maps) {
+  if (env_int("GDN_CHUNKED_TMA", 1) == 0) return false;
+  if (device_attribute(cudaDevAttrComputeCapabilityMajor, p.device_id) != 9) return false;
+  const int64_t sequences = p.packed ? 1 : p.N, tokens = p.packed ? p.T_total : p.T;
+  if (tokens > INT_MAX || sequences > INT_MAX) return false;
+  return cuda::encode_token_map(maps.q, c.q, sequences, tokens, p.Hk) &&
+         cuda::encode_token_map(maps.k, c.k, sequences, tokens, p.Hk) &&
+         cuda::encode_token_map(maps.v, c.v, sequences, tokens, p.Hv);
 }
 
 ChunkedPlan plan_call(const Problem& p) {
@@ -320,9 +334,11 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const bool windows = plan.windows.window_chunks > 0 &&
                        !(one_pass_fits && (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
   if (!windows || !plan.windows.overlap) c.chain_split = plan.serial_chain_split;  // nothing overlaps
+  ck::FusedTileMaps maps;
+  if (!split) maps.on = fused_tma_maps(p, c, maps);
   cudaError_t e;
   if (!split)
-    e = launch.fused(c, stream);
+    e = launch.fused(c, maps, stream);
   else if (windows)
     e = run_windows(launch, c, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id, one_pass_fits);
   else

@@ -11,7 +11,7 @@ namespace gdn::cuda::chunked {
 
 struct ChunkedLaunchers {
   // the fused kernel: one CTA per (sequence, value head)
-  cudaError_t (*fused)(const ChunkParams& p, cudaStream_t stream);
+  cudaError_t (*fused)(const ChunkParams& p, const FusedTileMaps& maps, cudaStream_t stream);
   // the split form: prepare, then the chain (and the sequence split's passes when p.segments > 1)
   cudaError_t (*split)(const ChunkParams& p, cudaStream_t stream);
   // windows: the split kernels' shared-memory limits (once per call), then per window its

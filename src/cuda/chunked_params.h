@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/batch_params.h"
+#include "cuda/tensor_map.h"
 #include "cuda/views.h"
 
 namespace gdn::cuda::chunked {
@@ -32,6 +33,14 @@ struct ChunkParams : BatchParams {
   int64_t window_begin = 0;
   int64_t window_chunks = 0;      // 0: no windows
   float* window_state = nullptr;  // workspace: [N, Hv, V, K] f32, the state between windows
+};
+
+// The fused kernel's second parameter block (its own, so that ChunkParams and the split form's
+// kernels keep their layout): q, k, v as TMA tensor maps (tensor_map.h; dense [N, T, H, 128],
+// packed [1, T_total, H, 128]) on sm_90a; on 0 the kernel copies by cp.async.
+struct FusedTileMaps {
+  TokenTensorMap q, k, v;
+  int32_t on = 0;
 };
 
 // ChunkParams::seg_pass of a window's chain launch.

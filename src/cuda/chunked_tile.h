@@ -156,12 +156,15 @@ struct Smem {
   float rq[kC], rk[kC];       // 1 / ||q_t||, 1 / ||k_t|| (1 without qk_l2norm)
   float q_f[kC], k_f[kC];     // the chain's per-token factors (output_factor, state_factor)
   float G_next[kC], beta_next[kC];  // the next chunk's G and beta, formed a chunk ahead
+  uint64_t tiles_full[2];     // the fused kernel's TMA: buffer b's q, k, v have landed (mbarriers)
 };
 
 inline constexpr size_t kSmemBytes = sizeof(Smem);
 // The fused kernel's dynamic shared memory: Smem from the first 1024-byte boundary (the 128-byte
 // swizzled tiles' pattern is anchored to absolute address bits 7..9 for wgmma).
 inline constexpr size_t kFusedSmemBytes = kSmemBytes + 1024;
+static_assert(offsetof(Smem, q) == 0 && sizeof(uint16_t[kC][kLdTok]) % 1024 == 0,
+              "every q, k, v buffer of the fused kernel starts at a 1024-byte boundary (swizzle, TMA)");
 static_assert(offsetof(Smem, x) % 16 == 0 && offsetof(Smem, t) % 16 == 0 && offsetof(Smem, G) % 8 == 0 &&
                   offsetof(Smem, beta) % 8 == 0 && offsetof(Smem, G_next) % 8 == 0 &&
                   offsetof(Smem, beta_next) % 8 == 0,

@@ -34,18 +34,21 @@ namespace {
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 // The chunked path's forms, chosen for the calls made while a FormScope lives: the fused
-// kernel, the split pair (split2: the key-half chain) without the sequence split (segments 1),
-// with it (segments 3: cases of fewer than 3 chunks run unsplit), and in windows of 2 chunks
-// (dense batches of more than 2 chunks; overlapped on two streams where the chain CTAs take at
-// most half the SMs, one after the other otherwise, e.g. model_heads); and the full chain
-// (split1) in one pass and in windows.
+// kernel (copying q, k, v by TMA where the GPU and the views allow, and by cp.async:
+// GDN_CHUNKED_TMA=0), the split pair (split2: the key-half chain) without the sequence split
+// (segments 1), with it (segments 3: cases of fewer than 3 chunks run unsplit), and in windows
+// of 2 chunks (dense batches of more than 2 chunks; overlapped on two streams where the chain
+// CTAs take at most half the SMs, one after the other otherwise, e.g. model_heads); and the full
+// chain (split1) in one pass and in windows.
 struct Form {
   const char* form;      // GDN_CHUNKED_FORM
   const char* segments;  // GDN_CHUNKED_SEGMENTS (null: the library's plan)
   const char* windows;   // GDN_CHUNKED_WINDOWS (null: the library's plan)
   const char* name;
+  const char* tma = nullptr;  // GDN_CHUNKED_TMA (null: the library's choice)
 };
 const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
+                       {"fused", nullptr, nullptr, "fused, cp.async copies", "0"},
                        {"split2", "1", "0", "split"},
                        {"split2", "3", "0", "split, 3 segments"},
                        {"split2", "1", "2", "split, windows of 2 chunks"},
@@ -73,12 +76,16 @@ class FormScope {
   explicit FormScope(const Form& f)
       : form_("GDN_CHUNKED_FORM", f.form),
         segments_("GDN_CHUNKED_SEGMENTS", f.segments),
-        windows_("GDN_CHUNKED_WINDOWS", f.windows) {}
+        windows_("GDN_CHUNKED_WINDOWS", f.windows),
+        tma_("GDN_CHUNKED_TMA", f.tma) {}
   explicit FormScope(const char* form, const char* segments = nullptr, const char* windows = nullptr)
-      : form_("GDN_CHUNKED_FORM", form), segments_("GDN_CHUNKED_SEGMENTS", segments), windows_("GDN_CHUNKED_WINDOWS", windows) {}
+      : form_("GDN_CHUNKED_FORM", form),
+        segments_("GDN_CHUNKED_SEGMENTS", segments),
+        windows_("GDN_CHUNKED_WINDOWS", windows),
+        tma_("GDN_CHUNKED_TMA", nullptr) {}
 
  private:
-  EnvScope form_, segments_, windows_;
+  EnvScope form_, segments_, windows_, tma_;
 };
 
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
@@ -152,7 +159,8 @@ TEST_P(Oracle, MatchesOracle) {
     const RunResult r = run_case(c, opt);
     ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << form << ": " << to_string(c) << ": " << r.message;
     EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << form << ": " << chunked_report(c, r.errors);
-    const std::string tag = std::string(f.form) + (f.segments ? f.segments : "") + (f.windows ? f.windows : "");
+    const std::string tag = std::string(f.form) + (f.segments ? f.segments : "") + (f.windows ? f.windows : "") +
+                            (f.tma ? std::string("_tma") + f.tma : "");
     RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
     RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
   }
@@ -278,6 +286,31 @@ TEST(Forms, SplitMatchesFused) {
       EXPECT_LE(rel_l2_live_slots(split, *split.final_state_out(), *fused.final_state_out()),
                 c.state_dtype == GDN_DTYPE_BF16 ? 2e-4 : 1e-5) << text << ", " << chain;
     }
+  }
+}
+
+// The fused kernel's two ways of copying q, k, v (TMA on sm_90a, cp.async) give the same bits:
+// the same tiles reach shared memory, except the rows past a packed sequence's end (zeros by
+// cp.async, the next sequence's tokens by TMA), which every sum multiplies by an exact zero.
+TEST(Forms, FusedTmaMatchesCpAsync) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
+                           "seqlens=5:0:190:64:1:77,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=8,pad=1,inplace=1",
+                           "seqlens=130:70:3,Hk=1,Hv=2,K=128,V=128,dtype=bf16,l2norm=1,decay=none"}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs tma = pristine, copies = pristine;
+    {
+      const FormScope scope(Form{"fused", nullptr, nullptr, "fused", "1"});
+      ASSERT_EQ(run_path(tma, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    {
+      const FormScope scope(Form{"fused", nullptr, nullptr, "fused, cp.async copies", "0"});
+      ASSERT_EQ(run_path(copies, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    EXPECT_TRUE(same_tensor_bits(tma.o, copies.o)) << text;
+    EXPECT_TRUE(same_tensor_bits(*tma.final_state_out(), *copies.final_state_out())) << text;
   }
 }
 
