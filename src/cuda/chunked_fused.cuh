@@ -59,6 +59,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
   const HeadGate hg = head_gate(p, h);
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
+  {  // T's blocks above the diagonal: zeros for the whole sequence (gate_inverse writes the rest)
+    constexpr int kPieces = int(sizeof(HalfPair) / sizeof(uint4));
+    uint4* t = reinterpret_cast<uint4*>(&s.t);
+    for (int i = tid; i < kPieces; i += kThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
+  }
 
   // The gates: chunk 0's here; chunk c + 1's by kGateWarp during chunk c's forward substitution
   // (where warps 4..7 wait for warps 0..3) into G_next / beta_next, which the loop top moves to
@@ -131,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     if (warp == kGateWarp && next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
     invert_unit_lower(s, warp, lane);
     __syncthreads();
-    gate_inverse<M, CoreTiles>(s, tid);
+    gate_inverse<M, CoreTiles>(s, tid);  // T's lower blocks
     if (tid < kC) {  // the chain's per-token factors, once for all warps (the same expressions)
       const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
       s.q_f[tid] = output_factor<false>(own, tid);

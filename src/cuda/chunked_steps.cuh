@@ -449,13 +449,23 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
     const int b0 = 16 * warp;
     if (lane < 16) {
       const int c = lane;
+      // x_r = delta_rc - sum_{j < r} m_rj x_j, j ascending; m's row r read 4 values a load
+      // (read one value a load, column by column, the loads' latency set the pace: Nsight
+      // Compute, 4 warps of 16 lanes the only ones working)
       float x[16];
 #pragma unroll
-      for (int r = 0; r < 16; ++r) x[r] = r == c ? 1.f : 0.f;
+      for (int r = 0; r < 16; ++r) {
+        float acc = r == c ? 1.f : 0.f;
 #pragma unroll
-      for (int j = 0; j < 15; ++j)  // x_r -= m_rj x_j for r > j, once x_j is final
+        for (int j4 = 0; j4 < r; j4 += 4) {
+          const float4 m4 = *reinterpret_cast<const float4*>(&s.m[b0 + r][b0 + j4]);
+          const float mj[4] = {m4.x, m4.y, m4.z, m4.w};
 #pragma unroll
-        for (int r = j + 1; r < 16; ++r) x[r] -= s.m[b0 + r][b0 + j] * x[j];
+          for (int e = 0; e < 4; ++e)
+            if (j4 + e < r) acc -= mj[e] * x[j4 + e];
+        }
+        x[r] = acc;
+      }
 #pragma unroll
       for (int r = 0; r < 16; ++r) s.x[b0 + r][b0 + c] = x[r];
     } else if ((warp & 1) == 0) {
@@ -491,33 +501,31 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
   }
 }
 
-// The 16 x 16 blocks on and below the diagonal of a [C, C] matrix, numbered bi (bi + 1) / 2 + bj
-// for block (bi, bj), bj <= bi.
+// The 16 x 16 blocks on and below the diagonal of a [C, C] matrix.
 constexpr int kLowerBlocks = (kC / 16) * (kC / 16 + 1) / 2;
-__device__ __forceinline__ void lower_block(int b, int& bi, int& bj) {
-  bi = b >= 6 ? 3 : b >= 3 ? 2 : b >= 1 ? 1 : 0;
-  bj = b - bi * (bi + 1) / 2;
-}
-static_assert(kLowerBlocks == 10, "lower_block is written for C = 64");
+
 
 // T = Mask o (X diag(beta)) and Xw = X diag(beta rk), both lower triangular, as hi + lo: only
-// the 10 blocks of 16 x 16 on and below the diagonal (their mma.sync readers, minus_w and
-// new_values, read no block above it), whose column pairs are dealt out over the CTA: 5 a
-// thread instead of a row's 8 with half of them zeros (Nsight Compute: 12% of the fused step,
-// waiting on its shared loads). T in L::T's layout; with core-matrix tiles (L::kCore) T's 6
-// blocks above the diagonal are written as zeros too, for wgmma, which reads whole rows of T.
+// the 10 blocks of 16 x 16 on and below the diagonal (their readers read no block above it),
+// whose column pairs are dealt out over the CTA: 5 a thread instead of a row's 8 with half of
+// them zeros (Nsight Compute: 12% of the fused step, waiting on its shared loads). Thread t
+// takes the pair (r / 8, 2 (r % 8)), r = t % 128, of blocks 2 n + t / 128, n = 0..4: each
+// address is the lane's part plus one of two constants a step (the block a step's, chosen by
+// the warpgroup), where deriving block and pair from t + 256 n took about 130 integer
+// instructions a thread (the fused kernel, Nsight Compute). T in L::T's layout (with
+// core-matrix tiles, its blocks above the diagonal are the kernel's to zero: wgmma reads them).
 template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
-  constexpr int kPairs = kLowerBlocks * 16 * 8;  // column pairs of the lower blocks
-  static_assert(kPairs % kThreads == 0, "whole pairs per thread");
+  static_assert(kLowerBlocks == 10 && kThreads == 256, "two blocks of 128 pairs a step (one a warpgroup), five steps");
+  constexpr int kBi[kLowerBlocks] = {0, 1, 1, 2, 2, 2, 3, 3, 3, 3};  // block (bi, bj), bj <= bi, row by row
+  constexpr int kBj[kLowerBlocks] = {0, 0, 1, 0, 1, 2, 0, 1, 2, 3};
+  const int wg = tid >> 7, r = tid & 127, ri = r >> 3, rj = 2 * (r & 7);
   uint16_t* t_hi = &s.t.hi[0][0];
   uint16_t* t_lo = &s.t.lo[0][0];
 #pragma unroll
-  for (int n = 0; n < kPairs / kThreads; ++n) {
-    const int pr = tid + kThreads * n, r = pr & 127;
-    int bi, bj;
-    lower_block(pr >> 7, bi, bj);
-    const int i = 16 * bi + (r >> 3), j = 16 * bj + 2 * (r & 7);
+  for (int n = 0; n < kLowerBlocks / 2; ++n) {
+    const int bi = wg ? kBi[2 * n + 1] : kBi[2 * n], bj = wg ? kBj[2 * n + 1] : kBj[2 * n];
+    const int i = 16 * bi + ri, j = 16 * bj + rj;
     const float Gi = s.G[i];
     float t[2], w[2];
 #pragma unroll
@@ -531,8 +539,9 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
     uint32_t hi, lo;
     split_pair<M>(t[0], t[1], hi, lo);
     if constexpr (L::kCore) {
-      *reinterpret_cast<uint32_t*>(&t_hi[L::T::at(i, j)]) = hi;
-      *reinterpret_cast<uint32_t*>(&t_lo[L::T::at(i, j)]) = lo;
+      const int at = L::T::at(ri, rj) + L::T::at(16 * bi, 16 * bj);  // additive over 8-aligned blocks
+      *reinterpret_cast<uint32_t*>(&t_hi[at]) = hi;
+      *reinterpret_cast<uint32_t*>(&t_lo[at]) = lo;
     } else {
       *reinterpret_cast<uint32_t*>(&s.t.hi[i][j]) = hi;
       *reinterpret_cast<uint32_t*>(&s.t.lo[i][j]) = lo;
@@ -540,18 +549,6 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
     split_pair<M>(w[0], w[1], hi, lo);
     *reinterpret_cast<uint32_t*>(&s.xw.hi[i][j]) = hi;
     *reinterpret_cast<uint32_t*>(&s.xw.lo[i][j]) = lo;
-  }
-  if constexpr (L::kCore) {
-    constexpr int kUpperPairs = (kC / 16) * (kC / 16 - 1) / 2 * 16 * 8;  // 6 blocks
-    static_assert(kUpperPairs % kThreads == 0, "whole pairs per thread");
-#pragma unroll
-    for (int n = 0; n < kUpperPairs / kThreads; ++n) {
-      const int pr = tid + kThreads * n, r = pr & 127, b = pr >> 7;  // block (bi, bj), bi < bj
-      const int bi = b < 3 ? 0 : b < 5 ? 1 : 2, bj = bi + 1 + (b < 3 ? b : b < 5 ? b - 3 : 0);
-      const int i = 16 * bi + (r >> 3), j = 16 * bj + 2 * (r & 7);
-      *reinterpret_cast<uint32_t*>(&t_hi[L::T::at(i, j)]) = 0u;
-      *reinterpret_cast<uint32_t*>(&t_lo[L::T::at(i, j)]) = 0u;
-    }
   }
 }
 

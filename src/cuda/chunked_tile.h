@@ -141,10 +141,9 @@ struct Smem {
   uint16_t k[2][kC][kLdTok];  // [C, K] key rows
   uint16_t v[2][kC][kLdTok];  // [C, V] value rows
   HalfPair p;                 // [C, C] P = Mask o (Qn Kn^T)
-  union {
-    HalfPair t;               // [C, C] T = Mask o (X diag(beta))
-    float merge[32][kLdMerge];  // before T: scratch of the inverse's block merges
-  };
+  HalfPair t;                 // [C, C] T = Mask o (X diag(beta)); in CoreTiles::T, whose blocks
+                              // above the diagonal are zeroed once (for wgmma) and never written
+  float merge[32][kLdMerge];  // scratch of the inverse's block merges
   HalfPair xw;                // [C, C] X diag(beta rk): W's left factor
   union {
     float m[kC][kLdF];           // [C, C] strictly lower diag(beta) Kn Kn^T (f32)
@@ -165,10 +164,11 @@ inline constexpr size_t kSmemBytes = sizeof(Smem);
 inline constexpr size_t kFusedSmemBytes = kSmemBytes + 1024;
 static_assert(offsetof(Smem, q) == 0 && sizeof(uint16_t[kC][kLdTok]) % 1024 == 0,
               "every q, k, v buffer of the fused kernel starts at a 1024-byte boundary (swizzle, TMA)");
-static_assert(offsetof(Smem, x) % 16 == 0 && offsetof(Smem, t) % 16 == 0 && offsetof(Smem, G) % 8 == 0 &&
+static_assert(offsetof(Smem, x) % 16 == 0 && offsetof(Smem, m) % 16 == 0 && offsetof(Smem, t) % 16 == 0 &&
+                  offsetof(Smem, G) % 8 == 0 &&
                   offsetof(Smem, beta) % 8 == 0 && offsetof(Smem, G_next) % 8 == 0 &&
                   offsetof(Smem, beta_next) % 8 == 0,
-              "f32 tiles and gate rows take float2 accesses");
+              "f32 tiles take float4 and gate rows float2 accesses");
 static_assert(sizeof(float[kC][kLdF]) >= sizeof(uint16_t[kC][kLdTok]), "w_neg must fit in m");
 
 // ---- the split form: a prepare kernel and a chain kernel
@@ -204,8 +204,8 @@ struct PrepSmem {
   float rq[kC], rk[kC];
 };
 inline constexpr int kPrepCtasPerSm = 2;
-static_assert(offsetof(PrepSmem, x) % 16 == 0 && offsetof(PrepSmem, t) % 16 == 0,
-              "f32 tiles take float2 stores");
+static_assert(offsetof(PrepSmem, x) % 16 == 0 && offsetof(PrepSmem, m) % 16 == 0 && offsetof(PrepSmem, t) % 16 == 0,
+              "f32 tiles take float4 loads and float2 stores");
 
 // One chunk of one value head as the prepare kernel leaves it (global memory, the workspace).
 // All C rows are written; padding rows past a sequence's end hold zeros (w_neg, p, uT) and the
