@@ -42,22 +42,27 @@ __device__ __forceinline__ void fence_shared_for_wgmma() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Shared-memory matrix descriptors, no swizzle (start address, LBO and SBO in 16-byte units):
-// the k-step at k0 of a K-major KMajorAt tile of kCols columns (core matrices 128 bytes apart
-// along k, 8-row groups kCols * 16 bytes apart).
+// Shared-memory matrix descriptors: start address, LBO and SBO in 16-byte units, the layout
+// type in bits 62..63. A k-step's descriptor is its tile's plus the step's byte offset / 16 in
+// the 14-bit start field (shared addresses stay below 256 KB, so nothing carries out of it):
+// the tile's part is then formed once and each step adds a constant.
+__device__ __forceinline__ uint64_t tile_desc(const uint16_t* tile, uint32_t lbo, uint32_t sbo, uint32_t layout) {
+  return uint64_t((smem_addr(tile) >> 4) & 0x3FFFu) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
+         (uint64_t(layout) << 62);
+}
+// No swizzle: the k-step at k0 of a K-major KMajorAt tile of kCols columns (core matrices 128
+// bytes apart along k, 8-row groups kCols * 16 bytes apart).
 template <int kCols>
 __device__ __forceinline__ uint64_t k_major_desc(const uint16_t* tile, int k0) {
-  const uint32_t start = smem_addr(tile) + uint32_t(k0 >> 3) * 128u;
-  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(128u >> 4) << 16) | (uint64_t((kCols * 16u) >> 4) << 32);
+  return tile_desc(tile, 128u, kCols * 16u, 0u) + uint64_t((k0 >> 3) * 128 / 16);
 }
 // A Swizzle128At tile (two column halves of [kRows, 64], 128-byte rows, the tile at a 1024-byte
 // boundary) read K-major with its columns as k: the k-step k0 starts (k0 mod 64) * 2 bytes into
 // its half's swizzle atoms (the hardware XORs address bits 4..6 with 7..9, as the layout does);
-// SBO 1024 bytes between 8-row groups, LBO unused; layout type 1 (128-byte swizzle), bits 62..63.
+// SBO 1024 bytes between 8-row groups, LBO unused; layout type 1 (128-byte swizzle).
 template <int kRows>
 __device__ __forceinline__ uint64_t swizzle128_desc_k(const uint16_t* tile, int k0) {
-  const uint32_t start = smem_addr(tile) + uint32_t(k0 >> 6) * uint32_t(kRows * 128) + uint32_t(k0 & 63) * 2u;
-  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(1) << 16) | (uint64_t(1024u >> 4) << 32) | (uint64_t(1) << 62);
+  return tile_desc(tile, 16u, 1024u, 1u) + uint64_t(((k0 >> 6) * kRows * 128 + (k0 & 63) * 2) / 16);
 }
 
 // A Swizzle128At tile of kRows rows (1024-byte boundary) read MN-major with its rows as k, N =
@@ -66,10 +71,7 @@ __device__ __forceinline__ uint64_t swizzle128_desc_k(const uint16_t* tile, int 
 // apart). Checked by bench/wgmma_lab.cu's swizzled candidates (the other reading fails there).
 template <int kRows>
 __device__ __forceinline__ uint64_t swizzle128_desc_mn(const uint16_t* tile, int k0) {
-  const uint32_t start = smem_addr(tile) + uint32_t(k0) * 128u;
-  constexpr uint32_t kHalves = kRows * 128u, kGroups = 1024u;
-  return uint64_t((start >> 4) & 0x3FFFu) | (uint64_t(kHalves >> 4) << 16) | (uint64_t(kGroups >> 4) << 32) |
-         (uint64_t(1) << 62);
+  return tile_desc(tile, kRows * 128u, 1024u, 1u) + uint64_t(k0 * 128 / 16);
 }
 
 // d (m64n64, f32) += a (registers) b (K-major in shared memory; kTransB: MN-major); kAccumulate
