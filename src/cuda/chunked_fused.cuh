@@ -84,7 +84,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   const auto load_tiles = [&](int b, int64_t c) {
 #if GDN_CHUNKED_WGMMA
     if (tma) {
-      if (tid == 0) tma_chunk_tiles(p, maps, s, b, n, sq.bos + c * kC, j, h);
+      if (tid == 0) {
+        bulk_wait_all<true>();  // chunk c - 2's o, staged in buffer b, has been read out
+        tma_chunk_tiles(p, maps, s, b, n, sq.bos + c * kC, j, h);
+      }
       return;
     }
 #endif
@@ -193,13 +196,32 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
         o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp + 8)] = M::one(p.scale * O[t][2 + e]);
       }
 #endif
+#if GDN_CHUNKED_WGMMA
+    // o by two TMA boxes where all 64 rows are this sequence's (dense: rows past T are clipped;
+    // packed: a partial chunk's box would write the next sequence's rows), else thread by thread
+    const bool box_store = tma && (rows == kC || !p.cu_seqlens);
+    if (box_store) fence_shared_for_wgmma();  // this thread's accesses of buf -> the TMA store
+    __syncthreads();
+    if (box_store) {
+      if (tid == 0) {
+        const int seq = p.cu_seqlens ? 0 : int(n);
+        tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq);
+        tma_store_4d(&maps.o, o_stage + kC * 64, 64, h, int(tok0), seq);
+        bulk_commit();
+      }
+    } else {
+      store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
+      if (tma) fence_shared_for_wgmma();  // this thread's reads and writes of buf -> the TMA that refills it
+    }
+#else
     __syncthreads();
     store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
-#if GDN_CHUNKED_WGMMA
-    if (tma) fence_shared_for_wgmma();  // this thread's reads and writes of buf -> the TMA that refills it
 #endif
   }
   cp_async_wait<0>();
+#if GDN_CHUNKED_WGMMA
+  if (tma && tid == 0) bulk_wait_all<false>();  // the last chunks' o written before the CTA ends
+#endif
 
   if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
 }

@@ -98,7 +98,7 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v && *v ? std::atoll(v) : fallback;
 }
 
-// The fused kernel's q, k, v tensor maps (tensor_map.h) on GPUs whose code takes them (compute
+// The fused kernel's q, k, v, o tensor maps (tensor_map.h) on GPUs whose code takes them (compute
 // capability 9.x: the sm_90a build); false (cp.async copies) where a view does not fit TMA.
 // GDN_CHUNKED_TMA=0 keeps the cp.async copies (the tests run both).
 bool fused_tma_maps(const Problem& p, const ck::ChunkParams& c, ck::FusedTileMaps& maps) {
@@ -108,7 +108,8 @@ bool fused_tma_maps(const Problem& p, const ck::ChunkParams& c, ck::FusedTileMap
   if (tokens > INT_MAX || sequences > INT_MAX) return false;
   return cuda::encode_token_map(maps.q, c.q, sequences, tokens, p.Hk) &&
          cuda::encode_token_map(maps.k, c.k, sequences, tokens, p.Hk) &&
-         cuda::encode_token_map(maps.v, c.v, sequences, tokens, p.Hv);
+         cuda::encode_token_map(maps.v, c.v, sequences, tokens, p.Hv) &&
+         cuda::encode_token_map(maps.o, c.o, sequences, tokens, p.Hv);
 }
 
 ChunkedPlan plan_call(const Problem& p) {

@@ -36,10 +36,11 @@ struct ChunkParams : BatchParams {
 };
 
 // The fused kernel's second parameter block (its own, so that ChunkParams and the split form's
-// kernels keep their layout): q, k, v as TMA tensor maps (tensor_map.h; dense [N, T, H, 128],
-// packed [1, T_total, H, 128]) on sm_90a; on 0 the kernel copies by cp.async.
+// kernels keep their layout): q, k, v and o as TMA tensor maps (tensor_map.h; dense [N, T, H,
+// 128], packed [1, T_total, H, 128]) on sm_90a; on 0 the kernel copies by cp.async and stores o
+// thread by thread.
 struct FusedTileMaps {
-  TokenTensorMap q, k, v;
+  TokenTensorMap q, k, v, o;
   int32_t on = 0;
 };
 
