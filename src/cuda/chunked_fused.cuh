@@ -2,9 +2,10 @@
 // sequence chunk by chunk and does every step (chunked_steps.cuh) of every chunk; the V x K f32
 // state never leaves registers between chunks. No workspace. The form for batches with at
 // least about one CTA per SM (choose_form() in chunked_tile.h). Included by one .cu per input
-// dtype (explicit instantiations). The chunk's tiles (Vc, Qc, Kc, -W, P) are in CoreTiles'
-// layouts (chunked_tile.h): on sm_90a the chain runs on wgmma (chunked_wgmma.cuh), elsewhere on
-// mma.sync through ldmatrix, the same sums.
+// dtype (explicit instantiations). The chunk's tiles (Vc, Qc, Kc, -W, P, T) are in CoreTiles'
+// layouts (chunked_tile.h): on sm_90a the products run on wgmma (chunked_wgmma.cuh), q, k, v
+// arrive by TMA and o leaves by TMA store (tma.cuh; where the views allow, else cp.async and
+// thread stores); elsewhere everything runs on mma.sync through ldmatrix, the same sums.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"

@@ -85,11 +85,12 @@ struct Swizzle128At {
 };
 
 // The layouts of the chunk's tiles (Vc, Qc, Kc, -W: [C, K]; P, T: [C, C]), one policy a kernel:
-// PaddedTiles for the split form's kernels, CoreTiles for the fused kernel, whose chain runs on
-// wgmma on sm_90a (Qc, -W and P as K-major B operands, Kc as an MN-major one) and on mma.sync
-// elsewhere (the same tiles through ldmatrix). Vc, Qc, Kc arrive by cp.async, -W and P by
-// fragment stores (conflict-free in plain core matrices). Kc swizzled rather than in core
-// matrices took 5% off the fused step (H200; docs/NOTES.md). kCore: not padded rows.
+// PaddedTiles for the split form's kernels, CoreTiles for the fused kernel, whose products run
+// on wgmma on sm_90a (Qc, -W, P and T as K-major operands, Kc as a K-major or an MN-major one,
+// Vc^T from registers) and on mma.sync elsewhere (the same tiles through ldmatrix). Vc, Qc, Kc
+// arrive by TMA or cp.async, -W, P and T by fragment stores (conflict-free in plain core
+// matrices). Kc swizzled rather than in core matrices took 5% off the fused step (H200;
+// docs/NOTES.md). kCore: not padded rows.
 struct PaddedTiles {
   static constexpr bool kCore = false;
   using V = RowMajorAt<kLdTok>;
@@ -412,7 +413,7 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // The windows may still run one after the other at run time (a graph capture, no side stream
 // free): the call then takes serial_chain_split, the best chain without overlap (the full chain
 // pays only beside the preparation). The sequence split (plan_segments) runs the key-half chain.
-inline constexpr double kFusedStepUs = 9.6;  // 4 x 8192: 1.234 ms over 128 chunks
+inline constexpr double kFusedStepUs = 7.6;  // 4 x 8192: 0.974 ms over 128 chunks (twelfth session)
 inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
 inline constexpr double kChainStepUs = 3.7;  // the key-half chain (248 us a window of 64 chunks, Nsight Compute; then 5% off)
 inline constexpr double kFullChainStepUs = 6.5;  // the full chain (1 x 65536 and 1 x 16384 in split1: 6.8, 7.1; then 5% off)

@@ -1,16 +1,19 @@
-// The chain step of the fused chunked kernel on wgmma (sm_90a): the sums of chunked_steps.cuh's
-// key_products, finish_outputs and advance_state, in the same precision plan, with the state as
-// the m64n128 f32 accumulators of a warpgroup (warpgroup w / 4 holds state rows [64 (w / 4),
-// +64); warp w's registers are the rows [16 w, +16) the mma.sync chain gives it, in the same
-// fragment layout, so the rest of the kernel is unchanged). Every product is m64n64k16 (the
-// state update m64n128k16) with the A operand from registers (S, D, as hi + lo halves) and B from
-// the chunk's tiles in shared memory, in CoreTiles' layouts (chunked_tile.h).
+// The fused chunked kernel's products on wgmma (sm_90a), in the same precision plan as
+// chunked_steps.cuh's mma.sync functions:
+//   - the chain (key_products, finish_outputs, advance_state there), with the state as the
+//     m64n128 f32 accumulators of a warpgroup (warpgroup w / 4 holds state rows [64 (w / 4),
+//     +64); warp w's registers are the rows [16 w, +16) the mma.sync chain gives it, in the same
+//     fragment layout, so the rest of the kernel is unchanged): m64n64k16 (the state update
+//     m64n128k16) with A from registers (S, D, as hi + lo halves) and B from the chunk's tiles;
+//   - the preparation's products: Kc Kc^T and Qc Kc^T (m64n32k16, both operands from shared
+//     memory), -W and U (A from registers by ldmatrix, B from shared memory).
+// The tiles are in CoreTiles' layouts (chunked_tile.h).
 //
 // Measured first in bench/chain_lab.cu (H200, 128 CTAs x 128 chunk steps, the chain alone on
 // tiles in shared memory): 2.80 us a step against 4.01 for the same sums on mma.sync, and the
-// same bits (the same k order into the same f32 accumulators). In the fused kernel (same run,
-// against the padded-tile mma.sync kernel): 4 x 8192 1.234 -> 1.202 ms, 16 x 4096 and the packed
-// 16-sequence batch 2 to 3% faster (docs/NOTES.md, eleventh session).
+// same bits (the same k order into the same f32 accumulators). In the fused kernel, each
+// against the build before it in the same run, 4 x 8192: the chain 1.234 -> 1.202 ms (eleventh
+// session), -W and U 1.145 -> 1.091, the key products 1.091 -> 1.073 (twelfth; docs/NOTES.md).
 #pragma once
 
 #include <cstdint>
