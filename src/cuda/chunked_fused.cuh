@@ -6,6 +6,8 @@
 // layouts (chunked_tile.h): on sm_90a the products run on wgmma (chunked_wgmma.cuh), q, k, v
 // arrive by TMA and o leaves by TMA store (tma.cuh; where the views allow, else cp.async and
 // thread stores); elsewhere everything runs on mma.sync through ldmatrix, the same sums.
+// Chunk c + 1's m and P (its key products and their epilogue) are formed during chunk c's state
+// update, whose products run beside the epilogue's CUDA-core work.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"
@@ -67,9 +69,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   }
 
   // The gates: chunk 0's here; chunk c + 1's by kGateWarp during chunk c's forward substitution
-  // (where warps 4..7 wait for warps 0..3) into G_next / beta_next, which the loop top moves to
-  // G / beta. (Formed by warp 0 at the loop top, they kept the other seven warps at the next
-  // barrier for about 6% of the step: Nsight Compute.)
+  // (where warps 4..7 wait for warps 0..3) into G_next / beta_next, which chunk c's state update
+  // reads for chunk c + 1's m and P and kGateWarp moves to G / beta at chunk c + 1's top.
+  // (Formed by warp 0 at the loop top, they kept the other seven warps at the next barrier for
+  // about 6% of the step: Nsight Compute.)
   constexpr int kGateWarp = 4;
   const int64_t chunks = (sq.len + kC - 1) / kC;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
@@ -78,9 +81,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   if (tma && tid == 0) {
     mbarrier_init(&s.tiles_full[0], 1);
     mbarrier_init(&s.tiles_full[1], 1);
-    fence_mbarrier_init();  // before the copies that complete on them; the loop's first barrier
-                            // publishes them to the other threads
+    fence_mbarrier_init();  // before the copies that complete on them
   }
+  __syncthreads();  // the barriers initialised before anyone waits on them
 #endif
   const auto load_tiles = [&](int b, int64_t c) {
 #if GDN_CHUNKED_WGMMA
@@ -94,50 +97,67 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 #endif
     load_chunk_tiles(p, s, b, n, sq.bos + c * kC, live_rows(c), j, h, tid);
   };
+  // Chunk c's tiles have landed (the copies issued at chunk c - 1's top, or before the loop),
+  // visible to this thread and to wgmma; a barrier then makes them everyone's.
+  const auto wait_tiles = [&](int64_t c) {
+#if GDN_CHUNKED_WGMMA
+    if (tma) {
+      mbarrier_wait(&s.tiles_full[c & 1], uint32_t(c >> 1) & 1u);
+    } else {
+      cp_async_wait<0>();
+      fence_shared_for_wgmma();  // this thread's q, k, v copies -> wgmma
+    }
+#else
+    cp_async_wait<0>();
+#endif
+  };
+  // Chunk 0's m and P; chunk c + 1's are formed during chunk c's state update.
   if (chunks > 0) {
     load_tiles(0, 0);
+    cp_async_commit();
     if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, 0, lane), live_rows(0), lane);
+    wait_tiles(0);
+    __syncthreads();
+    if (p.l2norm) {
+      row_norms<M, CoreTiles>(s, 0, warp, lane);
+      __syncthreads();
+    }
+#if GDN_CHUNKED_WGMMA
+    {
+      float kk[4][4], qk[4][4];
+      wgmma_key_products_issue<M>(s, 0, warp, kk, qk);
+      wgmma_wait<0>();
+      wgmma_key_products_store<M>(s, warp, lane, kk, qk, s.G, s.beta);
+    }
+#else
+    key_products<M, CoreTiles>(s, 0, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC, s.G, s.beta);
+#endif
   }
-  cp_async_commit();
 
+  RawGates gates_ahead;  // kGateWarp: the raw gates of the chunk after next
+  if (warp == kGateWarp && chunks > 1) gates_ahead = load_raw_gates(p, n, sq, h, 1, lane);
   for (int64_t c = 0; c < chunks; ++c) {
     const int buf = int(c & 1);
     const int64_t tok0 = sq.bos + c * kC;
     const int rows = live_rows(c);
     const bool next = c + 1 < chunks;
-    __syncthreads();  // chunk c - 1 is done with every buffer (and G, beta)
-    if (c > 0 && warp == 1) {  // chunk c's gates, formed during chunk c - 1
-      *reinterpret_cast<float2*>(&s.G[2 * lane]) = *reinterpret_cast<const float2*>(&s.G_next[2 * lane]);
-      *reinterpret_cast<float2*>(&s.beta[2 * lane]) = *reinterpret_cast<const float2*>(&s.beta_next[2 * lane]);
-    }
+    __syncthreads();  // chunk c - 1 is done with every buffer; chunk c's m and P are written
     if (next) load_tiles(buf ^ 1, c + 1);
     cp_async_commit();
-    RawGates gates;  // chunk c + 1's, in flight until the forward substitution
-    if (warp == kGateWarp && next) gates = load_raw_gates(p, n, sq, h, c + 1, lane);
-#if GDN_CHUNKED_WGMMA
-    if (tma) {
-      mbarrier_wait(&s.tiles_full[buf], uint32_t(c >> 1) & 1u);  // this chunk's tiles have landed
-    } else {
-      cp_async_wait<1>();        // this chunk's tiles have landed (the next chunk's may be in flight)
-      fence_shared_for_wgmma();  // this thread's q, k, v copies -> wgmma
-    }
-#else
-    cp_async_wait<1>();  // this chunk's tiles have landed (the next chunk's may be in flight)
-#endif
-    __syncthreads();
-    if (p.l2norm) {
-      row_norms<M, CoreTiles>(s, buf, warp, lane);
-      __syncthreads();
-    }
+    // chunk c + 1's raw gates, loaded a chunk ahead (used right after this barrier, their
+    // latency would hold up the forward substitution's barrier); chunk c + 2's go in flight
+    RawGates gates = gates_ahead;
+    if (warp == kGateWarp && c + 2 < chunks) gates_ahead = load_raw_gates(p, n, sq, h, c + 2, lane);
 
-    // Intra-chunk: m and P, X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
-#if GDN_CHUNKED_WGMMA
-    wgmma_key_products<M>(s, buf, warp, lane);
-#else
-    key_products<M, CoreTiles>(s, buf, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC);
-#endif
-    __syncthreads();
-    if (warp == kGateWarp && next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
+    // Intra-chunk: X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
+    if (warp == kGateWarp) {
+      if (c > 0) {  // chunk c's gates, formed during chunk c - 1
+        *reinterpret_cast<float2*>(&s.G[2 * lane]) = *reinterpret_cast<const float2*>(&s.G_next[2 * lane]);
+        *reinterpret_cast<float2*>(&s.beta[2 * lane]) = *reinterpret_cast<const float2*>(&s.beta_next[2 * lane]);
+      }
+      __syncwarp();
+      if (next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
+    }
     invert_unit_lower(s, warp, lane);
     __syncthreads();
     gate_inverse<M, CoreTiles>(s, tid);  // T's lower blocks
@@ -159,16 +179,39 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 #endif
     __syncthreads();
 
-    // The chain: D = U - W S^T, O, then the next start state
+    // The chain: D = U - W S^T, O, then the next start state; beside the state update, chunk
+    // c + 1's m and P (-W, which shares m's space, and P are no longer read by then)
     const ChainTiles ct{&s.w_neg[0][0], &s.q[buf][0][0], &s.k[buf][0][0], &s.p.hi[0][0], &s.p.lo[0][0],
                         s.G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
 #if GDN_CHUNKED_WGMMA
-    wgmma_chain_step<M>(ct, lane, S, D, O);
+    wgmma_chain_outputs<M>(ct, lane, S, D, O);
 #else
     key_products<M, CoreTiles>(ct, lane, S, D, O, 0);
     finish_outputs<M, 0xFu, true, CoreTiles>(ct, lane, D, O);
     advance_state<M, true, CoreTiles>(ct, lane, D, S, 0);
+#endif
+    if (next) wait_tiles(c + 1);
+    __syncthreads();  // every warp is done with -W and P; chunk c + 1's tiles are everyone's
+    if (next && p.l2norm) {
+      row_norms<M, CoreTiles>(s, buf ^ 1, warp, lane);  // chunk c's rq, rk are no longer read
+      __syncthreads();
+    }
+#if GDN_CHUNKED_WGMMA
+    {  // issued and stored after the last chunk too, on stale tiles and gates, into m and P that
+       // nothing reads again: the same straight line every chunk (ptxas serialises every wgmma
+       // of the kernel when it cannot prove the accumulators read after wgmma_wait<4> complete)
+      float kk[4][4], qk[4][4];
+      uint32_t a[4][2][4];
+      wgmma_key_products_issue<M>(s, buf ^ 1, warp, kk, qk);
+      wgmma_state_update<M>(ct, lane, S, D, a);
+      wgmma_wait<4>();  // the key products (committed before the state update's four groups)
+      wgmma_key_products_store<M>(s, warp, lane, kk, qk, s.G_next, s.beta_next);
+      wgmma_wait<0>();
+    }
+#else
+    if (next)
+      key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC, s.G_next, s.beta_next);
 #endif
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
@@ -219,7 +262,6 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
 #endif
   }
-  cp_async_wait<0>();
 #if GDN_CHUNKED_WGMMA
   if (tma && tid == 0) bulk_wait_all<false>();  // the last chunks' o written before the CTA ends
 #endif

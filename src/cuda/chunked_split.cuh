@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     row_norms<M>(s, 0, warp, lane);
     __syncthreads();
   }
-  key_products<M>(s, 0, warp, lane, &out.p_hi[0][0], &out.p_lo[0][0], kC);
+  key_products<M>(s, 0, warp, lane, &out.p_hi[0][0], &out.p_lo[0][0], kC, s.G, s.beta);
   __syncthreads();  // q is read: v takes its place, landing while the inverse runs
   load_token_rows<kThreads>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
   cp_async_commit();

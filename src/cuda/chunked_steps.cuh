@@ -371,15 +371,16 @@ __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t*
 }
 
 // m and P of a warp's [16 rows from i0, 32 columns from j0] block from its accumulators of Kc Kc^T
-// and Qc Kc^T (m16n8 fragments of the four 8-column tiles).
+// and Qc Kc^T (m16n8 fragments of the four 8-column tiles), with the chunk's gates G, beta.
 template <class M, class L, class Sm>
 __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
-                                                   const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo, int ld) {
+                                                   const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo, int ld,
+                                                   const float* G, const float* beta) {
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int i = i0 + g + 8 * hr;
-    const float Gi = s.G[i], bi = s.beta[i] * s.rk[i], qi = s.rq[i];
+    const float Gi = G[i], bi = beta[i] * s.rk[i], qi = s.rq[i];
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int j = j0 + 8 * t + 2 * q;
@@ -389,7 +390,7 @@ __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int la
         const int jj = j + e;
         const float rkj = s.rk[jj];
         mv[e] = jj < i ? bi * rkj * kk[t][2 * hr + e] : 0.f;                    // beta_i kn_i . kn_j
-        const float mask = causal_decay(Gi, s.G[jj], jj <= i);
+        const float mask = causal_decay(Gi, G[jj], jj <= i);
         pv[e] = jj <= i ? mask * qi * rkj * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
       }
       *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
@@ -403,12 +404,13 @@ __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int la
 
 // m = strictly_lower(diag(beta) Kn Kn^T) (f32, in s.m) and P = Mask o (Qn Kn^T) (hi + lo, to
 // p_hi / p_lo with row stride ld: shared memory in the fused kernel, the prepared chunk in
-// global memory in the split form), [C, C]. Warp w: rows [16 (w / 2), +16), columns
-// [32 (w % 2), +32); blocks above the diagonal are zero and are not multiplied.
-// With core-matrix tiles (L::kCore) P goes to p_hi / p_lo in L::P's layout and ld is unused.
+// global memory in the split form), [C, C], with the chunk's gates G, beta. Warp w: rows
+// [16 (w / 2), +16), columns [32 (w % 2), +32); blocks above the diagonal are zero and are not
+// multiplied. With core-matrix tiles (L::kCore) P goes to p_hi / p_lo in L::P's layout and ld
+// is unused.
 template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
-                                             int ld) {
+                                             int ld, const float* G, const float* beta) {
   const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
   const uint16_t* q_tile = &s.q[buf][0][0];
   const uint16_t* k_tile = &s.k[buf][0][0];
@@ -432,7 +434,7 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
       M::mma(qk[2 * np + 1], aq, b[2], b[3]);
     }
   }
-  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, ld);
+  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, ld, G, beta);
 }
 
 // X = (I + m)^-1 for the strictly lower m, in f32, by 16 x 16 blocks:

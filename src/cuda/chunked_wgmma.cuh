@@ -151,16 +151,19 @@ __device__ __forceinline__ void wgmma_32_ss(float (&d)[4][4], uint64_t desc_a, u
 #undef GDN_WGMMA_32
 }
 
-// key_products on wgmma (all 8 warps call it): warpgroup wg computes Kc Kc^T and Qc Kc^T for
-// the token columns [32 wg, +32), warp w their rows [16 (w % 4), +16), both operands read from
-// the swizzled tiles in shared memory (Kc, Qc must be visible to wgmma: fenced, then a barrier);
-// then the same m and P as key_products (store_key_products), zeros above the diagonal.
+// key_products on wgmma, in two parts so that other products can run between them (all 8 warps
+// call both): warpgroup wg computes Kc Kc^T and Qc Kc^T for the token columns [32 wg, +32),
+// warp w their rows [16 (w % 4), +16), both operands read from the swizzled tiles in shared
+// memory (Kc, Qc must be visible to wgmma: fenced, then a barrier). The issue commits the 16
+// products as one group; once it has completed (a wgmma_wait), the store forms m and P as
+// key_products does (store_key_products, with the chunk's gates G and beta), zeros above the
+// diagonal.
 template <class M>
-__device__ __forceinline__ void wgmma_key_products(Smem& s, int buf, int warp, int lane) {
-  const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
+__device__ __forceinline__ void wgmma_key_products_issue(const Smem& s, int buf, int warp, float (&kk)[4][4],
+                                                         float (&qk)[4][4]) {
+  const int j0 = 32 * (warp >> 2);
   const uint16_t* q_tile = &s.q[buf][0][0];
   const uint16_t* k_tile = &s.k[buf][0][0];
-  float kk[4][4], qk[4][4];  // [16 rows, 32 cols] of Kc Kc^T and Qc Kc^T
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kK / 16; ++ks) {
@@ -175,11 +178,15 @@ __device__ __forceinline__ void wgmma_key_products(Smem& s, int buf, int warp, i
     }
   }
   wgmma_commit();
-  wgmma_wait<0>();
+}
+template <class M>
+__device__ __forceinline__ void wgmma_key_products_store(Smem& s, int warp, int lane, const float (&kk)[4][4],
+                                                         const float (&qk)[4][4], const float* G, const float* beta) {
+  const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
   if (j0 > i0 + 15)
     store_zero_p<CoreTiles>(i0, j0, lane, &s.p.hi[0][0], &s.p.lo[0][0], 0);
   else
-    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], 0);
+    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], 0, G, beta);
 }
 
 // The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =
@@ -237,18 +244,23 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Smem& s, int buf, int w
   }
 }
 
-// One chunk of the chain for the warpgroup's 64 state rows (all 8 warps of the CTA call it):
-//   D^T += S (-W)^T   (S hi + lo)      O^T = S Qc^T (S hi)
-//   O^T  = O^T diag(q_f) + D^T P^T     (dh ph + dl ph + dh pl)
-//   S    = gamma_C S + (D^T diag(k_f)) Kc   (D scaled, hi + lo)
+// One chunk of the chain for the warpgroup's 64 state rows (all 8 warps of the CTA call it), in
+// two parts:
+//   wgmma_chain_outputs   D^T += S (-W)^T   (S hi + lo)      O^T = S Qc^T (S hi)
+//                         O^T  = O^T diag(q_f) + D^T P^T     (dh ph + dl ph + dh pl)
+//   wgmma_state_update    S    = gamma_C S + (D^T diag(k_f)) Kc   (D scaled, hi + lo)
 // with q_f, k_f the chain's per-token factors already formed (kFactors), as the fused kernel's
 // mma.sync chain takes them. The tiles must be visible to wgmma (fence_shared_for_wgmma by
-// their writers, then a barrier) and stay unchanged until this returns (it waits for its
-// products). Two k-steps' A fragments are in flight: each k-step's products are committed as a
-// group, and the next-but-one k-step reuses its registers after waiting for that group.
+// their writers, then a barrier). The outputs' part waits for its products (-W, Qc and P may
+// change after it); two of its k-steps' A fragments are in flight: each k-step's products are
+// committed as a group, and the next-but-one k-step reuses its registers after waiting for that
+// group. The state update issues its four k-steps as four groups, each with its own A
+// fragments (a), and returns without waiting: S and a stay in use, and Kc unchanged, until a
+// wgmma_wait<0> (the caller's work in between overlaps them; a group committed before them
+// completes first: wgmma_wait<4>).
 template <class M>
-__device__ __forceinline__ void wgmma_chain_step(const ChainTiles& ct, int lane, float (&S)[16][4], float (&D)[8][4],
-                                                 float (&O)[8][4]) {
+__device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
+                                                    float (&D)[8][4], float (&O)[8][4]) {
   const int q = lane & 3;
   uint32_t a[2][2][4];
 #pragma unroll
@@ -288,13 +300,17 @@ __device__ __forceinline__ void wgmma_chain_step(const ChainTiles& ct, int lane,
     wgmma_commit();
   }
   wgmma_wait<0>();
+}
 
+template <class M>
+__device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lane, float (&S)[16][4],
+                                                   const float (&D)[8][4], uint32_t (&a)[4][2][4]) {
+  const int q = lane & 3;
   const float decay = expf(ct.G[kC - 1]);
 #pragma unroll
   for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
-    if (ks >= 2) wgmma_wait<1>();
     float dd[2][4];  // D^T tiles 2 ks, 2 ks + 1, columns scaled by the state factors
 #pragma unroll
     for (int u = 0; u < 2; ++u)
@@ -304,14 +320,13 @@ __device__ __forceinline__ void wgmma_chain_step(const ChainTiles& ct, int lane,
         dd[u][e] = D[2 * ks + u][e] * f;
         dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
       }
-    acc_to_a_split<M>(dd, 0, a[ks & 1][0], a[ks & 1][1]);
+    acc_to_a_split<M>(dd, 0, a[ks][0], a[ks][1]);
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, 16 * ks);
-    wgmma_128_mn<M>(S, a[ks & 1][0], kd);
-    wgmma_128_mn<M>(S, a[ks & 1][1], kd);
+    wgmma_128_mn<M>(S, a[ks][0], kd);
+    wgmma_128_mn<M>(S, a[ks][1], kd);
     wgmma_commit();
   }
-  wgmma_wait<0>();
 }
 
 #endif  // GDN_CHUNKED_WGMMA
