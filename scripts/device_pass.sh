@@ -34,6 +34,9 @@
 #              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536), COMPARE_LIBS the
 #              builds ("lib NAME ...", default all): how a change is measured against the build
 #              before it;
+#   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
+#              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
+#              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
@@ -117,7 +120,7 @@ fi
 if has chunked; then
   for d in $(builds "${CHUNKED_LIBS:-lib}"); do
     name=$(basename "$d")
-    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 90 "$BIN/cuda_chunked_test" --gtest_brief=1 \
+    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 150 "$BIN/cuda_chunked_test" --gtest_brief=1 \
       > "$WORK/chunked/tests-$name.log" 2>&1
     note "== chunked tests ($name): rc=$? $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests-$name.log" | tr '\n' ' ') ($(elapsed))"
     grep -E '^\[  FAILED  \]' "$WORK/chunked/tests-$name.log" | sort -u | head -20 | tee -a "$SUMMARY"
@@ -126,7 +129,7 @@ if has chunked; then
   for d in $( [ -n "${CHUNKED_SANITIZE-lib}" ] && builds "${CHUNKED_SANITIZE-lib}"); do
     name=$(basename "$d")
     for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
-                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
+                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
       tool=${spec%%:*} filter=${spec#*:}
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         --print-limit 20 "$BIN/cuda_chunked_test" --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool-$name.log" 2>&1
@@ -223,6 +226,21 @@ if has chainlab; then
   timeout 60 "$BIN/gdn_chain_lab" > "$WORK/lab/chain.log" 2>&1
   note "== chain lab: rc=$? ($(elapsed))"
   cat "$WORK/lab/chain.log" >> "$SUMMARY"
+fi
+
+if has kernels; then  # each chunked kernel's duration (Nsight Compute, one launch at a time)
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  mkdir -p "$WORK/kernels"
+  IFS=';' read -ra settings <<< "${KERNELS_ENVS:-GDN_CHUNKED_FORM=split2 GDN_CHUNKED_WINDOWS=0}"
+  for i in "${!settings[@]}"; do
+    log="$WORK/kernels/$i.log"
+    env ${settings[$i]} timeout 150 "$NCU" --clock-control none -k "regex:${KERNELS_REGEX:-chunk}" \
+      --launch-count "${KERNELS_COUNT:-6}" --metrics gpu__time_duration.sum --csv \
+      python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" --out /tmp/ncu-kernels \
+      --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 > "$log" 2>&1
+    note "== kernels (${settings[$i]}, ${KERNELS_CASE:-prefill-1x16384}): rc=$?"
+    grep gpu__time_duration "$log" | awk -F'","' '{print $5, $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
+  done
 fi
 
 if has profile; then

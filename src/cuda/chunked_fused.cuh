@@ -19,10 +19,10 @@ namespace gdn::cuda::chunked {
 #if GDN_CHUNKED_WGMMA
 // The chunk's q, k (key head j) and v (value head h) rows from token tok0 into buffer `buf` by
 // TMA (one thread): two 64-column boxes a tile, 128-byte swizzled as CoreTiles' Swizzle128At
-// lays them out; rows past the tensor's tokens arrive as zeros, rows past a packed sequence's
-// end as the next sequence's tokens, which the padding rows' zero beta and gate keep out of
-// every sum (chunk_gates). Their 48 KB are credited to tiles_full[buf].
-__device__ __forceinline__ void tma_chunk_tiles(const ChunkParams& p, const FusedTileMaps& maps, Smem& s, int buf,
+// lays them out; rows past the tensor's tokens arrive as zeros. Not for a packed sequence's
+// partial chunk (its box would hold the next sequence's rows: the kernel copies it by
+// cp.async). Their 48 KB are credited to tiles_full[buf].
+__device__ __forceinline__ void tma_chunk_tiles(const ChunkParams& p, const TileMaps& maps, Smem& s, int buf,
                                                 int64_t n, int64_t tok0, int j, int h) {
   constexpr uint32_t kBoxBytes = kC * 64 * 2;
   const int seq = p.cu_seqlens ? 0 : int(n), tok = int(tok0);
@@ -39,7 +39,7 @@ __device__ __forceinline__ void tma_chunk_tiles(const ChunkParams& p, const Fuse
 
 template <class M>
 __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p,
-                                                                  const __grid_constant__ FusedTileMaps maps) {
+                                                                  const __grid_constant__ TileMaps maps) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -84,10 +84,19 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     fence_mbarrier_init();  // before the copies that complete on them
   }
   __syncthreads();  // the barriers initialised before anyone waits on them
+  // A packed sequence's last partial chunk comes by cp.async even with TMA: a box would bring
+  // the next sequence's first rows, which the padding rows' zero beta and gate keep out of
+  // every sum only while they are finite (0 x Inf is NaN). It is the sequence's last chunk, so
+  // the mbarrier phases of the chunks before it are unchanged.
+  const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
 #endif
   const auto load_tiles = [&](int b, int64_t c) {
 #if GDN_CHUNKED_WGMMA
-    if (tma) {
+    if (tma && !by_tma(c)) {  // buffer b's last reader may be a TMA store of o: read out first
+      if (tid == 0) bulk_wait_all<true>();
+      __syncthreads();
+    }
+    if (by_tma(c)) {
       if (tid == 0) {
         bulk_wait_all<true>();  // chunk c - 2's o, staged in buffer b, has been read out
         tma_chunk_tiles(p, maps, s, b, n, sq.bos + c * kC, j, h);
@@ -101,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   // visible to this thread and to wgmma; a barrier then makes them everyone's.
   const auto wait_tiles = [&](int64_t c) {
 #if GDN_CHUNKED_WGMMA
-    if (tma) {
+    if (by_tma(c)) {
       mbarrier_wait(&s.tiles_full[c & 1], uint32_t(c >> 1) & 1u);
     } else {
       cp_async_wait<0>();
@@ -130,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       wgmma_key_products_store<M>(s, warp, lane, kk, qk, s.G, s.beta);
     }
 #else
-    key_products<M, CoreTiles>(s, 0, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC, s.G, s.beta);
+    key_products<M, CoreTiles>(s, 0, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta);
 #endif
   }
 
@@ -211,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     }
 #else
     if (next)
-      key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], kLdCC, s.G_next, s.beta_next);
+      key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
 #endif
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
@@ -270,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 }
 
 template <class M>
-cudaError_t launch_chunked(const ChunkParams& p, const FusedTileMaps& maps, cudaStream_t stream) {
+cudaError_t launch_chunked(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   const auto kernel = chunked_prefill_kernel<M>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmemBytes));
   if (e != cudaSuccess) return e;

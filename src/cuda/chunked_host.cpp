@@ -72,10 +72,10 @@ bool split_form_fits(const Problem& p) {
 
 // How the chunked path runs p (chunked_tile.h): the form, the sequence split or the windows,
 // and the workspace they need, decided once for the workspace query and the call alike.
-//  - form: choose_form() on the device's SM count (fused, or split with the key-half or the full
-//    chain), unless the environment variable GDN_CHUNKED_FORM is `fused`, `split` (the model's
-//    chain), `split1` (the full chain) or `split2` (the key-half chain): the tests and benchmarks
-//    run every form through it;
+//  - form: choose_form() on the device's SM count (fused, or split with the two-CTA chain or the
+//    full chain), unless the environment variable GDN_CHUNKED_FORM is `fused`, `split` (the
+//    model's chain), `split1` (the full chain) or `split2` (the two-CTA chain: wgmma where
+//    wgmma_chain(), else key halves): the tests and benchmarks run every form through it;
 //  - sequence split: dense batches only (a packed batch's lengths are in device memory),
 //    plan_segments(), or GDN_CHUNKED_SEGMENTS=M segments; dropped if its workspace would pass
 //    kMaxOnePassWorkspaceBytes;
@@ -85,6 +85,7 @@ bool split_form_fits(const Problem& p) {
 //    windows, else kMaxOnePassWorkspaceBytes) runs fused instead, unless GDN_CHUNKED_FORM=split.
 struct ChunkedPlan {
   bool split = false;
+  bool wgmma_chain = false;              // the two-CTA chain is the wgmma one (wgmma_chain())
   int chain_split = ck::kVSplit;         // chain CTAs per (sequence, value head), windows overlapped
   int serial_chain_split = ck::kVSplit;  // the same when the windows or the pass run in turn
   ck::SegmentPlan segments{1, 0};
@@ -98,10 +99,10 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v && *v ? std::atoll(v) : fallback;
 }
 
-// The fused kernel's q, k, v, o tensor maps (tensor_map.h) on GPUs whose code takes them (compute
-// capability 9.x: the sm_90a build); false (cp.async copies) where a view does not fit TMA.
-// GDN_CHUNKED_TMA=0 keeps the cp.async copies (the tests run both).
-bool fused_tma_maps(const Problem& p, const ck::ChunkParams& c, ck::FusedTileMaps& maps) {
+// The q, k, v, o tensor maps (tensor_map.h) of the fused kernel and the wgmma chain, on GPUs
+// whose code takes them (compute capability 9.x: the sm_90a build); false (cp.async copies)
+// where a view does not fit TMA. GDN_CHUNKED_TMA=0 keeps the cp.async copies (the tests run both).
+bool token_tile_maps(const Problem& p, const ck::ChunkParams& c, ck::TileMaps& maps) {
   if (env_int("GDN_CHUNKED_TMA", 1) == 0) return false;
   if (device_attribute(cudaDevAttrComputeCapabilityMajor, p.device_id) != 9) return false;
   const int64_t sequences = p.packed ? 1 : p.N, tokens = p.packed ? p.T_total : p.T;
@@ -112,8 +113,21 @@ bool fused_tma_maps(const Problem& p, const ck::ChunkParams& c, ck::FusedTileMap
          cuda::encode_token_map(maps.o, c.o, sequences, tokens, p.Hv);
 }
 
+const ck::ChunkedLaunchers& launchers(const Problem& p) {
+  return p.input_dtype == GDN_DTYPE_F16 ? ck::chunked_launchers_f16() : ck::chunked_launchers_bf16();
+}
+
+// Whether the split form's two-CTA chain is the wgmma one: where its code has wgmma (compute
+// capability 9.x, the sm_90a build), unless GDN_CHUNKED_CHAIN=mma (the tests run both).
+bool wgmma_chain(const Problem& p) {
+  const char* chain = std::getenv("GDN_CHUNKED_CHAIN");
+  if (chain && std::strcmp(chain, "mma") == 0) return false;
+  return device_attribute(cudaDevAttrComputeCapabilityMajor, p.device_id) == 9 && launchers(p).wgmma_chain_runs();
+}
+
 ChunkedPlan plan_call(const Problem& p) {
   ChunkedPlan plan;
+  plan.wgmma_chain = wgmma_chain(p);
   if (!split_form_fits(p)) return plan;
   const int sms = sm_count(p.device_id);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
@@ -125,7 +139,7 @@ ChunkedPlan plan_call(const Problem& p) {
   const auto overlaps = [&](int split) {  // whether plan_windows would overlap that chain (dense only)
     return !p.packed && ck::plan_windows(chunks, p.N * p.Hv * split, sms, all_heads, carry_bytes).overlap;
   };
-  const ck::FormChoice choice = ck::choose_form(p.N * p.Hv, sms, overlaps);
+  const ck::FormChoice choice = ck::choose_form(p.N * p.Hv, sms, plan.wgmma_chain, overlaps);
   plan.chain_split = choice.chain_split;
   plan.serial_chain_split = choice.serial_chain_split;
   const int forced_chain = form && std::strcmp(form, "split1") == 0   ? 1
@@ -181,8 +195,9 @@ ChunkedPlan plan_call(const Problem& p) {
 // chain (join), on the error paths too, so nothing of the call outlives what the caller's
 // stream orders. Otherwise the windows run one after the other on the caller's stream, or,
 // when the whole call's chunks fit the workspace (one_pass_fits), as one pass.
-cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParams& base_in, const ChunkedPlan& plan,
-                        unsigned char* workspace, cudaStream_t stream, int device, bool one_pass_fits) {
+cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParams& base_in, const ck::TileMaps& maps,
+                        const ChunkedPlan& plan, unsigned char* workspace, cudaStream_t stream, int device,
+                        bool one_pass_fits) {
   static_assert(ck::kWindowBuffers == 2, "the event ring holds two prepared and two chained records");
   ck::ChunkParams base = base_in;
   const int64_t wc = plan.windows.window_chunks, windows = plan.windows.windows;
@@ -214,11 +229,11 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
     if (one_pass_fits) {
       ck::ChunkParams whole = base_in;
       whole.chain_split = plan.serial_chain_split;
-      return launch.split(whole, stream);
+      return launch.split(whole, maps, stream);
     }
     for (int64_t w = 0; w < windows && e == cudaSuccess; ++w) {
       e = launch.prepare(window(w), stream);
-      if (e == cudaSuccess) e = launch.window_chain(window(w), stream);
+      if (e == cudaSuccess) e = launch.window_chain(window(w), maps, stream);
     }
     return e;
   }
@@ -238,7 +253,7 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   };
   if (!ok(launch.prepare(window(0), stream)) || !ok(cudaEventRecord(prepared(0), stream))) return join_on_error();
   for (int64_t w = 0; w < windows; ++w) {
-    if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(launch.window_chain(window(w), chain_stream)) ||
+    if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(launch.window_chain(window(w), maps, chain_stream)) ||
         !ok(cudaEventRecord(chained(w), chain_stream)))
       return join_on_error();
     if (w + 1 < windows) {
@@ -326,8 +341,7 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const DeviceScope scope(p.device_id);
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  const ck::ChunkedLaunchers& launch =
-      p.input_dtype == GDN_DTYPE_F16 ? ck::chunked_launchers_f16() : ck::chunked_launchers_bf16();
+  const ck::ChunkedLaunchers& launch = launchers(p);
   // Windows that would run one after the other anyway (a graph capture; run_windows also checks
   // for a side stream) while the whole call's chunks fit the same workspace: one pass instead,
   // without the windows' gaps.
@@ -335,15 +349,17 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const bool windows = plan.windows.window_chunks > 0 &&
                        !(one_pass_fits && (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
   if (!windows || !plan.windows.overlap) c.chain_split = plan.serial_chain_split;  // nothing overlaps
-  ck::FusedTileMaps maps;
-  if (!split) maps.on = fused_tma_maps(p, c, maps);
+  c.chain_wgmma = split && plan.wgmma_chain;
+  ck::TileMaps maps;
+  if (!split || c.chain_wgmma) maps.on = token_tile_maps(p, c, maps);
   cudaError_t e;
   if (!split)
     e = launch.fused(c, maps, stream);
   else if (windows)
-    e = run_windows(launch, c, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id, one_pass_fits);
+    e = run_windows(launch, c, maps, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id,
+                    one_pass_fits);
   else
-    e = launch.split(c, stream);
+    e = launch.split(c, maps, stream);
   if (e != cudaSuccess) return device_error(e, split ? "launching the chunked prepare and chain kernels"
                                                      : "launching the chunked kernel");
   return GDN_STATUS_SUCCESS;

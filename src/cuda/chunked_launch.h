@@ -11,14 +11,18 @@ namespace gdn::cuda::chunked {
 
 struct ChunkedLaunchers {
   // the fused kernel: one CTA per (sequence, value head)
-  cudaError_t (*fused)(const ChunkParams& p, const FusedTileMaps& maps, cudaStream_t stream);
-  // the split form: prepare, then the chain (and the sequence split's passes when p.segments > 1)
-  cudaError_t (*split)(const ChunkParams& p, cudaStream_t stream);
+  cudaError_t (*fused)(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream);
+  // the split form: prepare, then the chain (and the sequence split's passes when p.segments > 1);
+  // the maps are the wgmma chain's (p.chain_wgmma)
+  cudaError_t (*split)(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream);
   // windows: the split kernels' shared-memory limits (once per call), then per window its
   // preparation and its chain (p.window_begin, p.window_chunks, p.seg_pass = kPassWindow)
   cudaError_t (*split_limits)();
   cudaError_t (*prepare)(const ChunkParams& p, cudaStream_t stream);
-  cudaError_t (*window_chain)(const ChunkParams& p, cudaStream_t stream);
+  cudaError_t (*window_chain)(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream);
+  // whether the wgmma chain's loaded code has wgmma (built for sm_90a, not JIT-compiled from the
+  // portable PTX)
+  bool (*wgmma_chain_runs)();
 };
 
 const ChunkedLaunchers& chunked_launchers_bf16();

@@ -21,6 +21,8 @@ struct ChunkParams : BatchParams {
   int64_t chunk_slots = 0;      // chunk_slots() of chunked_tile.h
   int64_t chunks_per_seq = 0;   // dense: ceil(T / C)
   int32_t chain_split = 2;      // chain CTAs per (sequence, value head): 2 key-half, 1 full (chunked_tile.h)
+  int32_t chain_wgmma = 0;      // with chain_split 2: the wgmma chain (sm_90a) instead of the key-half one
+                                // (runs_wgmma_chain; the prepared tiles' layout follows it)
   // the exact sequence split (context parallelism inside the GPU), dense batches only
   int32_t segments = 1;         // segments per sequence (1: none)
   int32_t seg_pass = 0;         // chain pass: 0 whole sequences, 1 segment runs, 2 segments again
@@ -35,11 +37,11 @@ struct ChunkParams : BatchParams {
   float* window_state = nullptr;  // workspace: [N, Hv, V, K] f32, the state between windows
 };
 
-// The fused kernel's second parameter block (its own, so that ChunkParams and the split form's
-// kernels keep their layout): q, k, v and o as TMA tensor maps (tensor_map.h; dense [N, T, H,
-// 128], packed [1, T_total, H, 128]) on sm_90a; on 0 the kernel copies by cp.async and stores o
-// thread by thread.
-struct FusedTileMaps {
+// The second parameter block of the fused kernel and of the wgmma chain (its own, so that
+// ChunkParams and the other kernels keep their layout): q, k, v and o as TMA tensor maps
+// (tensor_map.h; dense [N, T, H, 128], packed [1, T_total, H, 128]) on sm_90a; on 0 the kernels
+// copy by cp.async and store o thread by thread.
+struct TileMaps {
   TokenTensorMap q, k, v, o;
   int32_t on = 0;
 };

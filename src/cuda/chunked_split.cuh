@@ -4,17 +4,22 @@
 //   prepare  one CTA of 8 warps per (chunk slot, value head), all chunks at once, two CTAs an
 //            SM: the state-independent steps of chunked_steps.cuh (gates, norms, m and P, the
 //            inverse, T, -W, U), written out as a PreparedChunk.
-//   chain    one CTA of kChainWarps warps per (sequence, value head, block of kChainRows state
-//            rows): the rows' f32 state stays in registers, split over two warps by key
-//            columns; per chunk it loads the prepared chunk with q and k, then D = U - W S^T,
-//            O, the next state.
+//   chain    per (sequence, value head, block of kChainRows state rows): on sm_90a the wgmma
+//            chain, one warpgroup whose m64n128 accumulators hold the rows' f32 state, its
+//            chunk's tiles landing by bulk copies and TMA; elsewhere (or GDN_CHUNKED_CHAIN=mma)
+//            the key-half chain, kChainWarps warps with the state split over two warps by key
+//            columns, copying by cp.async. Per chunk: D = U - W S^T, O, the next state.
+//            (The full chain, one CTA of all 128 rows on mma.sync, is the third shape.)
 // The roundings are the fused kernel's, step for step; only the order of some f32 sums differs
-// (the two key halves are summed apart, then added). Included by one .cu per input dtype.
+// (the key-half chain sums the two key halves apart, then adds them). The prepared tiles' layout
+// follows the chain that runs (runs_wgmma_chain). Included by one .cu per input dtype.
 #pragma once
 
 #include <type_traits>
 
 #include "cuda/chunked_steps.cuh"
+#include "cuda/chunked_wgmma.cuh"
+#include "cuda/tma.cuh"
 
 namespace gdn::cuda::chunked {
 
@@ -57,6 +62,12 @@ __device__ __forceinline__ int64_t chunk_slot(const ChunkParams& p, int64_t n, c
   return p.window_chunks > 0 ? n * p.window_chunks + (c - p.window_begin) : n * p.chunks_per_seq + c;
 }
 
+// Whether the chain that runs is the wgmma one (the key-half shape with chain_wgmma; the prepare
+// kernel lays the prepared tiles out for it).
+__host__ __device__ __forceinline__ bool runs_wgmma_chain(const ChunkParams& p) {
+  return p.chain_wgmma && p.chain_split == kVSplit;
+}
+
 // ---- prepare
 
 template <class M>
@@ -88,7 +99,11 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     row_norms<M>(s, 0, warp, lane);
     __syncthreads();
   }
-  key_products<M>(s, 0, warp, lane, &out.p_hi[0][0], &out.p_lo[0][0], kC, s.G, s.beta);
+  const bool for_wgmma = runs_wgmma_chain(p);
+  if (for_wgmma)
+    key_products<M, PrepareForWgmmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
+  else
+    key_products<M, PrepareForMmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
   __syncthreads();  // q is read: v takes its place, landing while the inverse runs
   load_token_rows<kThreads>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
   cp_async_commit();
@@ -105,15 +120,19 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
   __syncthreads();  // -W is complete
 #pragma unroll
-  for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {
-    const int idx = tid + kThreads * i, r = idx >> 4, col = (idx & 15) * 8;
-    *reinterpret_cast<uint4*>(&out.w_neg[r][col]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
+  for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {  // piece idx is the prepared tile's 16 bytes idx
+    const int idx = tid + kThreads * i;
+    // CoreTiles::W (KMajorAt<kK>::at(r, col) = 8 idx), or row-major
+    const int r = for_wgmma ? 8 * (idx >> 7) + (idx & 7) : idx >> 4;
+    const int col = for_wgmma ? 8 * ((idx >> 3) & 15) : 8 * (idx & 15);
+    *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
   }
+  static_assert(CoreTiles::W::at(8 + 7, 8) == 8 * ((1 << 7) + (1 << 3) + 7), "-W's pieces in KMajorAt<kK> order");
   if (tid < kC) {  // G and the chain's per-token factors (chunked_steps.cuh's expressions)
     const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
-    out.G[tid] = s.G[tid];
-    out.q_f[tid] = output_factor<false>(own, tid);
-    out.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
+    out.tiles.G[tid] = s.G[tid];
+    out.tiles.q_f[tid] = output_factor<false>(own, tid);
+    out.tiles.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
   }
 }
 
@@ -165,16 +184,16 @@ struct ChainLoader {
 #pragma unroll
     for (int i = 0; i < kC * kK / 8 / kChainThreads; ++i) {
       const int r = (tid >> 4) + (kChainThreads / 16) * i;
-      cp_async16_at(st + uint32_t(offsetof(ChainStage, w_neg)) + uint32_t((r * kLdTok + col) * 2), &pc.w_neg[r][col],
-                    16);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, w_neg)) + uint32_t((r * kLdTok + col) * 2),
+                    &pc.tiles.w_neg[r * kK + col], 16);
     }
     if (tid < 3 * kC / 4) {  // G, q_f, k_f: 16 pieces each (contiguous in both)
-      static_assert(offsetof(PreparedChunk, q_f) == offsetof(PreparedChunk, G) + kC * 4 &&
-                        offsetof(PreparedChunk, k_f) == offsetof(PreparedChunk, G) + 2 * kC * 4 &&
+      static_assert(offsetof(PreparedTiles, q_f) == offsetof(PreparedTiles, G) + kC * 4 &&
+                        offsetof(PreparedTiles, k_f) == offsetof(PreparedTiles, G) + 2 * kC * 4 &&
                         offsetof(ChainStage, q_f) == offsetof(ChainStage, G) + kC * 4 &&
                         offsetof(ChainStage, k_f) == offsetof(ChainStage, G) + 2 * kC * 4,
                     "G, q_f, k_f are one run of 3 C floats");
-      cp_async16_at(st + uint32_t(offsetof(ChainStage, G)) + 16 * tid, pc.G + 4 * tid, 16);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, G)) + 16 * tid, pc.tiles.G + 4 * tid, 16);
     }
     if constexpr (kWithU) {  // U^T fragments: one contiguous 32 KB run in both
       constexpr int kPieces = int(sizeof(PreparedChunk::u_frags) / 16);
@@ -192,8 +211,8 @@ struct ChainLoader {
     for (int i = 0; i < kC * kC / 8 / kChainThreads; ++i) {  // 8 pieces a row
       const int idx = tid + kChainThreads * i, r = idx >> 3, pc_col = (idx & 7) * 8;
       const uint32_t at = uint32_t((r * kLdCC + pc_col) * 2);
-      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_hi)) + at, &pc.p_hi[r][pc_col], 16);
-      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_lo)) + at, &pc.p_lo[r][pc_col], 16);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_hi)) + at, &pc.tiles.p_hi[r * kC + pc_col], 16);
+      cp_async16_at(st + uint32_t(offsetof(ChainStage, p_lo)) + at, &pc.tiles.p_lo[r * kC + pc_col], 16);
     }
   }
   __device__ __forceinline__ void load(const PreparedChunk& pc, int64_t c, int rows, int buf) const {
@@ -528,6 +547,168 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
   if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, col0, g, q);
 }
 
+// The wgmma chain CTA (chunked_tile.h: one warpgroup, state rows [64 b, +64) of a (sequence,
+// value head), kVSplit CTAs a pair, the key-half chain's grid and runs). A chunk's stage lands
+// on one mbarrier: Qc, Kc by TMA (a packed sequence's partial chunk by cp.async, rows past its
+// end as zeros), the prepared tiles and the CTA's U^T half by bulk copies, all issued a chunk
+// ahead. Per chunk: D^T = U^T + S (-W)^T, O^T, then the state update, whose products run while
+// o is staged and stored (a TMA box, or thread stores for a packed partial chunk). The same
+// sums as the fused kernel's chain, on the prepared chunk's factors.
+template <class M>
+__global__ void __launch_bounds__(kWgChainThreads, 1)
+    chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
+#if GDN_CHUNKED_WGMMA
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t units = p.N * p.Hv * kVSplit;  // CTAs per run of every sequence
+  const int role = int(blockIdx.x / units);
+  const int64_t unit = blockIdx.x % units;
+  const int block = int(unit % kVSplit);
+  const int64_t sequence_head = unit / kVSplit;
+  const int64_t n = longest_first(p, sequence_head / p.Hv);
+  const int h = int(sequence_head % p.Hv);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;
+  const int v0 = block * kChainRows;  // this CTA's state rows (o's values) [v0, v0 + 64)
+  const int row0 = v0 + 16 * warp;    // the warp's
+
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq)) return;
+  if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
+    if (role != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0)) return;
+    for (int64_t r = tid >> 3; r < sq.len; r += kWgChainThreads / 8) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + v0 + (tid & 7) * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
+  const int64_t chunks = (sq.len + kC - 1) / kC;
+  const ChainRun run = chain_run(p, role, n, h, chunks);
+
+  float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators
+  load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
+  if (tid == 0) {
+    mbarrier_init(&s.full[0], 1);
+    mbarrier_init(&s.full[1], 1);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
+  const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
+  const bool tma = maps.on != 0;
+  const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
+  const int seq = p.cu_seqlens ? 0 : int(n);  // the maps' sequence coordinate
+  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]
+  const auto load = [&](int b, int64_t c) {
+    WgChainStage& st = s.stage[b];
+    const int64_t tok0 = sq.bos + c * kC;
+    if (tid == 0) {
+      constexpr uint32_t kBoxBytes = kC * 64 * 2;
+      const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
+      const uint32_t bytes = uint32_t(sizeof(PreparedTiles)) + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) +
+                             (by_tma(c) ? 4 * kBoxBytes : 0u);
+      mbarrier_arrive_expect(&s.full[b], bytes);
+      bulk_load(&st.tiles, &pc.tiles, sizeof(PreparedTiles), &s.full[b]);
+      if (run.use_u) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
+      if (by_tma(c)) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          tma_load_4d(st.q + half * kC * 64, &maps.q, &s.full[b], 64 * half, j, int(tok0), seq);
+          tma_load_4d(st.k + half * kC * 64, &maps.k, &s.full[b], 64 * half, j, int(tok0), seq);
+        }
+      }
+    }
+    if (!by_tma(c)) {
+      load_token_rows<kWgChainThreads, CoreTiles::Q>(p.q, n, tok0, live_rows(c), j, st.q, tid);
+      load_token_rows<kWgChainThreads, CoreTiles::K>(p.k, n, tok0, live_rows(c), j, st.k, tid);
+    }
+  };
+
+  if (run.c_begin < run.c_end) load(0, run.c_begin);
+  cp_async_commit();
+  for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+    const int it = int(c - run.c_begin), buf = it & 1;
+    const int64_t tok0 = sq.bos + c * kC;
+    const int rows = live_rows(c);
+    __syncthreads();  // chunk c - 1 is done with the other stage
+    if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
+    cp_async_commit();
+    mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
+    if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
+      cp_async_wait<1>();
+      fence_shared_for_wgmma();
+      __syncthreads();
+    }
+    const WgChainStage& st = s.stage[buf];
+    const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, st.tiles.p_lo, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
+    float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens]
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
+      D[t][0] = u.x, D[t][1] = u.y, D[t][2] = u.z, D[t][3] = u.w;
+    }
+    float O[8][4];  // O^T: [16 value rows, C tokens]
+    wgmma_chain_outputs<M>(ct, lane, S, D, O);
+    uint32_t a[4][2][4];
+    wgmma_state_update<M>(ct, lane, S, D, a);
+    if (run.write_o) {  // beside the state update's products
+      uint16_t* o_stage = s.o_stage[buf];
+      if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
+      __syncthreads();
+      const int i = lane >> 3;  // stmatrix.trans: as the fused kernel's o staging, 64 values
+      const uint32_t row = smem_addr(o_stage + CoreTiles::Q::at(8 * (i >> 1) + (lane & 7), 16 * warp + 8 * (i & 1)));
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const uint32_t r[4] = {M::pack(p.scale * O[2 * u][0], p.scale * O[2 * u][1]),
+                               M::pack(p.scale * O[2 * u][2], p.scale * O[2 * u][3]),
+                               M::pack(p.scale * O[2 * u + 1][0], p.scale * O[2 * u + 1][1]),
+                               M::pack(p.scale * O[2 * u + 1][2], p.scale * O[2 * u + 1][3])};
+        stsm_x4_trans(row + u * 16 * 128, r);
+      }
+      const bool box_store = tma && (rows == kC || !p.cu_seqlens);
+      if (box_store) fence_shared_for_wgmma();  // the staging -> the TMA store
+      __syncthreads();
+      if (box_store) {
+        if (tid == 0) {
+          tma_store_4d(&maps.o, o_stage, v0, h, int(tok0), seq);
+          bulk_commit();
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kC * 8 / kWgChainThreads; ++k) {  // 8 pieces of 16 bytes a token row
+          const int r = (tid >> 3) + (kWgChainThreads / 8) * k, col = (tid & 7) * 8;
+          if (r < rows) {
+            uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r) * p.o.tok + h * p.o.head + v0;
+            *reinterpret_cast<uint4*>(o + col) = *reinterpret_cast<const uint4*>(o_stage + CoreTiles::Q::at(r, col));
+          }
+        }
+      }
+    }
+    wgmma_wait<0>();
+  }
+  if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
+  if (run.end_state) store_segment_state(run.end_state, S, row0, 0, g, q);
+  if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 0, g, q);
+#endif
+}
+
+// Whether chunk_chain_wgmma_kernel's loaded code has wgmma: built from sm_90a, not JIT-compiled
+// from the portable PTX (its body is empty there). Asked once.
+template <class M>
+bool wgmma_chain_runs() {
+  static const bool runs = [] {
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M>) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return a.ptxVersion >= 90;
+  }();
+  return runs;
+}
+
 // S_start(m + 1) = S_start(m) A_m + R_m for m = 1 .. segments - 2, in f32: one CTA per
 // (sequence, value head, block of 16 state rows), the segments in order.
 inline constexpr int kCombineThreads = 256;
@@ -587,6 +768,9 @@ cudaError_t set_split_smem_limits() {
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(sizeof(ChainSmemFull)));
   if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_chain_wgmma_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kWgChainSmemBytes));
+  if (e == cudaSuccess)
     e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kCombineSmemBytes));
   return e;
@@ -601,11 +785,14 @@ cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
 }
 
 // The chain kernel for pass p.seg_pass: `runs` chain runs of every (sequence, value head)
-// (chain_run: 1 for a whole pass or a window), p.chain_split CTAs each.
+// (chain_run: 1 for a whole pass or a window), p.chain_split CTAs each (with p.chain_wgmma,
+// the wgmma chain).
 template <class M>
-cudaError_t launch_chain(const ChunkParams& p, int64_t runs, cudaStream_t stream) {
+cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& maps, cudaStream_t stream) {
   const dim3 grid(unsigned(p.N * p.Hv * p.chain_split * runs));
-  if (p.chain_split == 1)
+  if (runs_wgmma_chain(p))
+    chunk_chain_wgmma_kernel<M><<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+  else if (p.chain_split == 1)
     chunk_chain_kernel<M, 1><<<grid, dim3(kChainThreads), sizeof(ChainSmemFull), stream>>>(p);
   else if (p.chain_split == kVSplit)
     chunk_chain_kernel<M, kVSplit><<<grid, dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);
@@ -616,8 +803,8 @@ cudaError_t launch_chain(const ChunkParams& p, int64_t runs, cudaStream_t stream
 
 // The chain kernel for one window (p.seg_pass = kPassWindow).
 template <class M>
-cudaError_t launch_window_chain(const ChunkParams& p, cudaStream_t stream) {
-  return launch_chain<M>(p, 1, stream);
+cudaError_t launch_window_chain(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
+  return launch_chain<M>(p, 1, maps, stream);
 }
 
 // The kernels on `stream`: prepare, then the chain (one pass), or with p.segments > 1 the
@@ -625,23 +812,23 @@ cudaError_t launch_window_chain(const ChunkParams& p, cudaStream_t stream) {
 // prepared chunks and, with segments, p.seg_states the segment states. (Windows: the host runs
 // launch_prepare and launch_window_chain per window, chunked_host.cpp.)
 template <class M>
-cudaError_t launch_chunked_split(ChunkParams p, cudaStream_t stream) {
+cudaError_t launch_chunked_split(ChunkParams p, const TileMaps& maps, cudaStream_t stream) {
   cudaError_t e = set_split_smem_limits<M>();
   if (e == cudaSuccess) e = launch_prepare<M>(p, stream);
   if (e != cudaSuccess) return e;
   if (p.segments < 2) {
     p.seg_pass = 0;
-    return launch_chain<M>(p, 1, stream);
+    return launch_chain<M>(p, 1, maps, stream);
   }
   p.seg_pass = 1;
-  if ((e = launch_chain<M>(p, pass1_runs(p.segments), stream)) != cudaSuccess) return e;
+  if ((e = launch_chain<M>(p, pass1_runs(p.segments), maps, stream)) != cudaSuccess) return e;
   if (p.segments > 2) {
     segment_combine_kernel<M><<<dim3(unsigned(p.N * p.Hv * (kV / kCombineRows))), dim3(kCombineThreads),
                              kCombineSmemBytes, stream>>>(p);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   p.seg_pass = 2;
-  return launch_chain<M>(p, p.segments - 1, stream);
+  return launch_chain<M>(p, p.segments - 1, maps, stream);
 }
 
 }  // namespace gdn::cuda::chunked

@@ -349,24 +349,24 @@ __device__ __forceinline__ void row_norms_padded(Sm& s, int buf, int warp, int l
   }
 }
 
-// Where element (i, j) of P goes: in L::P's layout with core-matrix tiles (L::kCore; ld unused),
-// else row stride ld. (i, j) = block (i - g, j - 2q), 8-aligned, + lane (g, 2q): additive.
+// Where element (i, j) of P goes, in L::P's layout: (i, j) = block (i - g, j - 2q), 8-aligned, +
+// lane (g, 2q) (the layouts are additive).
 template <class L>
-__device__ __forceinline__ int p_at(int i, int j, int g, int q, int ld) {
-  return L::kCore ? L::P::at(g, 2 * q) + L::P::at(i - g, j - 2 * q) : i * ld + j;
+__device__ __forceinline__ int p_at(int i, int j, int g, int q) {
+  return L::P::at(g, 2 * q) + L::P::at(i - g, j - 2 * q);
 }
 
 // A warp's [16 rows from i0, 32 columns from j0] block of P above the diagonal: zeros.
 template <class L>
-__device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t* p_hi, uint16_t* p_lo, int ld) {
+__device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t* p_hi, uint16_t* p_lo) {
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr)
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int i = i0 + g + 8 * hr, j = j0 + 8 * t + 2 * q;
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q, ld)]) = 0u;
-      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q, ld)]) = 0u;
+      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = 0u;
+      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = 0u;
     }
 }
 
@@ -374,7 +374,7 @@ __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t*
 // and Qc Kc^T (m16n8 fragments of the four 8-column tiles), with the chunk's gates G, beta.
 template <class M, class L, class Sm>
 __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
-                                                   const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo, int ld,
+                                                   const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
                                                    const float* G, const float* beta) {
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
@@ -396,26 +396,25 @@ __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int la
       *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
       uint32_t hi, lo;
       split_pair<M>(pv[0], pv[1], hi, lo);
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q, ld)]) = hi;
-      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q, ld)]) = lo;
+      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = hi;
+      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = lo;
     }
   }
 }
 
 // m = strictly_lower(diag(beta) Kn Kn^T) (f32, in s.m) and P = Mask o (Qn Kn^T) (hi + lo, to
-// p_hi / p_lo with row stride ld: shared memory in the fused kernel, the prepared chunk in
-// global memory in the split form), [C, C], with the chunk's gates G, beta. Warp w: rows
+// p_hi / p_lo in L::P's layout: shared memory in the fused kernel, the prepared chunk in global
+// memory in the split form), [C, C], with the chunk's gates G, beta. Warp w: rows
 // [16 (w / 2), +16), columns [32 (w % 2), +32); blocks above the diagonal are zero and are not
-// multiplied. With core-matrix tiles (L::kCore) P goes to p_hi / p_lo in L::P's layout and ld
-// is unused.
+// multiplied.
 template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
-                                             int ld, const float* G, const float* beta) {
+                                             const float* G, const float* beta) {
   const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
   const uint16_t* q_tile = &s.q[buf][0][0];
   const uint16_t* k_tile = &s.k[buf][0][0];
   if (j0 > i0 + 15) {
-    store_zero_p<L>(i0, j0, lane, p_hi, p_lo, ld);
+    store_zero_p<L>(i0, j0, lane, p_hi, p_lo);
     return;
   }
   float kk[4][4] = {}, qk[4][4] = {};  // [16 rows, 32 cols] of Kc Kc^T and Qc Kc^T
@@ -434,7 +433,7 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
       M::mma(qk[2 * np + 1], aq, b[2], b[3]);
     }
   }
-  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, ld, G, beta);
+  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta);
 }
 
 // X = (I + m)^-1 for the strictly lower m, in f32, by 16 x 16 blocks:

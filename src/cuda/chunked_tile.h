@@ -109,6 +109,15 @@ struct CoreTiles {
   using P = KMajorAt<kC>;
   using T = KMajorAt<kC>;
 };
+// The prepare kernel (split form): its own tiles padded; P written to the prepared chunk in
+// CoreTiles' layout for the wgmma chain, which reads it as it lands (one bulk copy a chunk), or
+// row-major for the mma.sync chains, whose 16-byte copies into padded rows that keeps whole.
+struct PrepareForWgmmaTiles : PaddedTiles {
+  using P = CoreTiles::P;
+};
+struct PrepareForMmaTiles : PaddedTiles {
+  using P = RowMajorAt<kC>;
+};
 static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok,
               "the fused kernel's Vc, Qc, Kc fit the padded tiles' space");
 
@@ -210,33 +219,41 @@ static_assert(offsetof(PrepSmem, x) % 16 == 0 && offsetof(PrepSmem, m) % 16 == 0
 
 // One chunk of one value head as the prepare kernel leaves it (global memory, the workspace).
 // All C rows are written; padding rows past a sequence's end hold zeros (w_neg, p, uT) and the
-// chunk's last cumulative log-decay (G), so the chain needs no mask for them.
+// chunk's last cumulative log-decay (G), so the chain needs no mask for them. For the wgmma
+// chain (ChunkParams::chain_wgmma) the tiles are in CoreTiles' layouts and PreparedTiles is one
+// contiguous run, which it copies to shared memory whole (a bulk copy) and reads there as wgmma
+// operands; for the mma.sync chains they are row-major (-W [C][K], P [C][C]).
+struct PreparedTiles {
+  uint16_t w_neg[kC * kK];  // -W = -diag(gamma) X diag(beta rk) Kc   [C, K] half precision
+  uint16_t p_hi[kC * kC];   // P = Mask o (Qn Kn^T), hi part           [C, C]
+  uint16_t p_lo[kC * kC];   // and lo part
+  float G[kC];              // cumulative log-decay inside the chunk
+  float q_f[kC];            // gamma_t / ||q_t||: o's factor (output_factor, chunked_steps.cuh)
+  float k_f[kC];            // exp(G_C - G_t) / ||k_t||: the state update's (state_factor)
+  float unused[kC];         // (pads the run to a multiple of 256 bytes)
+};
 struct PreparedChunk {
-  uint16_t w_neg[kC][kK];  // -W = -diag(gamma) X diag(beta rk) Kc      [C, K] half precision
-  uint16_t p_hi[kC][kC];   // P = Mask o (Qn Kn^T), hi part              [C, C]
-  uint16_t p_lo[kC][kC];   // and lo part
+  PreparedTiles tiles;
   float4 u_frags[kV / 16][8][32];  // U^T = (T Vc)^T [V, C] f32, as accumulator fragments: rows
                                    // [16 b, +16), token tile t, lane: (row g, tokens 8t + 2q, +1),
                                    // (row g + 8, the same), g = lane / 4, q = lane % 4
-  float G[kC];             // cumulative log-decay inside the chunk
-  float q_f[kC];           // gamma_t / ||q_t||: o's factor (output_factor, chunked_steps.cuh)
-  float k_f[kC];           // exp(G_C - G_t) / ||k_t||: the state update's (state_factor)
-  float unused[kC];        // (pads the struct to a multiple of 256 bytes)
 };
-static_assert(sizeof(PreparedChunk) % 256 == 0, "prepared chunks stay 256-byte aligned");
+static_assert(sizeof(PreparedTiles) % 256 == 0 && sizeof(PreparedChunk) % 256 == 0,
+              "prepared chunks stay 256-byte aligned");
 
 // The chain CTA comes in two shapes, ChunkParams::chain_split CTAs per (sequence, value head):
-//  2 (kVSplit, the key-half chain): kChainRows = 64 state rows; warp w holds rows
-//    [16 (w % 4), +16) and key columns [64 (w / 4), +64) of them (32 f32 registers a thread),
-//    so each warp does half the key-dimension products of a fused-kernel warp and a pair of
-//    warps adds its two partial sums through shared memory. Twice the CTAs: for few long
-//    sequences, where SMs would idle.
+//  2 (kVSplit): kChainRows = 64 state rows. On sm_90a the wgmma chain (below: one warpgroup,
+//    the rows as its m64n128 accumulators; 2.1 us a step). Elsewhere the key-half chain: warp w
+//    holds rows [16 (w % 4), +16) and key columns [64 (w / 4), +64) of them (32 f32 registers
+//    a thread), so each warp does half the key-dimension products of a fused-kernel warp and a
+//    pair of warps adds its two partial sums through shared memory (3.6 us a step). Twice the
+//    CTAs: for few long sequences, where SMs would idle.
 //  1 (the full chain): all 128 rows; warp w holds rows [16 w, +16) and every key column (64
 //    f32 registers, as the fused kernel), no partial sums; U^T comes through shared memory.
-//    Half the CTAs, but a step of about 6.8 us against 3.9: it pays where the key-half chain
-//    would need a second wave and the full one leaves half the SMs to the preparation beside
-//    it (1 x 32768 at Hv 64).
-inline constexpr int kVSplit = 2;                     // chain CTAs per (sequence, value head), key-half chain
+//    Half the CTAs, but a step of 5.2 us: without wgmma it pays where the key-half chain would
+//    need a second wave and the full one leaves half the SMs to the preparation beside it (1 x
+//    32768 at Hv 64).
+inline constexpr int kVSplit = 2;                     // chain CTAs per (sequence, value head)
 inline constexpr int kChainRows = kV / kVSplit;       // state rows per chain CTA
 inline constexpr int kChainRowBlocks = kChainRows / 16;
 inline constexpr int kChainWarps = 2 * kChainRowBlocks;
@@ -277,11 +294,35 @@ struct ChainSmemFull {
 };
 static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp's o fits its U fragments");
 
+// The wgmma chain (sm_90a; the same grid as the key-half chain, kVSplit CTAs per (sequence,
+// value head), each of one warpgroup): its state rows [64 b, +64) are the m64n128 accumulators of
+// the fused kernel's warpgroups (warp w rows [16 w, +16) of them), and every product runs on
+// wgmma with its operands in shared memory as they land: Qc, Kc by TMA (swizzled), the prepared
+// tiles and the CTA's half of U^T by two bulk copies a chunk, all credited to one mbarrier a
+// stage. o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one
+// TMA box), two of them so that a store's read overlaps the next chunk.
+inline constexpr int kWgChainThreads = 128;
+struct WgChainStage {
+  uint16_t q[kC * kK];  // [C, K] Qc, CoreTiles::Q (128-byte swizzled: the stage at a 1024-byte boundary)
+  uint16_t k[kC * kK];  // [C, K] Kc, CoreTiles::K
+  PreparedTiles tiles;  // -W, P, G and the factors, as PreparedChunk holds them
+  float4 u[kChainRows / 16][8][32];  // U^T of the CTA's rows: PreparedChunk::u_frags [4 b, +4)
+};
+struct WgChainSmem {
+  WgChainStage stage[2];
+  uint16_t o_stage[2][kC * 64];  // [C, 64] o of the CTA's values, Swizzle128At<kC>'s first half
+  uint64_t full[2];              // stage s has landed (mbarriers)
+};
+static_assert(sizeof(WgChainStage) % 1024 == 0 && offsetof(WgChainSmem, o_stage) % 1024 == 0,
+              "every swizzled tile of the wgmma chain starts at a 1024-byte boundary");
+inline constexpr size_t kWgChainSmemBytes = sizeof(WgChainSmem) + 1024;  // from the first 1024-byte boundary
+
 // The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:
 // 227 KB opt-in).
 constexpr size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
 inline constexpr size_t kChunkedSmemBytes =
-    max_of(max_of(kFusedSmemBytes, sizeof(ChainSmemFull)), max_of(sizeof(ChainSmem), sizeof(PrepSmem)));
+    max_of(max_of(max_of(kFusedSmemBytes, sizeof(ChainSmemFull)), max_of(sizeof(ChainSmem), sizeof(PrepSmem))),
+           kWgChainSmemBytes);
 static_assert(kChunkedSmemBytes <= 227 * 1024, "every chunked block fits Hopper's opt-in shared memory");
 
 // Chunk slots of the workspace: dense, sequence n's chunk c is slot n ceil(T / C) + c; packed,
@@ -404,21 +445,28 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // Which form runs a call: the cheapest by a cost model per chunk step of the longest chain (us,
 // H200, measured: docs/NOTES.md).
 //   fused      one CTA per (sequence, value head): kFusedStepUs per wave of CTAs.
-//   split(s)   s chain CTAs per (sequence, value head) (chunked_tile.h's two chain shapes): the
+//   split(s)   s chain CTAs per (sequence, value head) (chunked_tile.h's chain shapes): the
 //              prepare kernel's CTAs for every chunk of every head (kPrepCtaUs each,
-//              kPrepCtasPerSm per SM), then chain_step_us(s) per wave of chain CTAs; or, where
-//              the window plan would overlap them (overlaps(s): plan_windows' own answer for
-//              that chain), the slower of the chain (a little slower beside the preparation)
+//              kPrepCtasPerSm per SM), then chain_step_us(s, wgmma) per wave of chain CTAs; or,
+//              where the window plan would overlap them (overlaps(s): plan_windows' own answer
+//              for that chain), the slower of the chain (a little slower beside the preparation)
 //              and the preparation on the SMs the chain leaves.
 // The windows may still run one after the other at run time (a graph capture, no side stream
 // free): the call then takes serial_chain_split, the best chain without overlap (the full chain
-// pays only beside the preparation). The sequence split (plan_segments) runs the key-half chain.
-inline constexpr double kFusedStepUs = 7.6;  // 4 x 8192: 0.974 ms over 128 chunks (twelfth session)
-inline constexpr double kPrepCtaUs = 14.5;   // 0.055 us a chunk and value head over 132 SMs, 2 CTAs each
-inline constexpr double kChainStepUs = 3.7;  // the key-half chain (248 us a window of 64 chunks, Nsight Compute; then 5% off)
-inline constexpr double kFullChainStepUs = 6.5;  // the full chain (1 x 65536 and 1 x 16384 in split1: 6.8, 7.1; then 5% off)
-inline constexpr double kOverlapSlowdown = 1.08;  // the chain beside the preparation (1 x 65536)
-constexpr double chain_step_us(int chain_split) { return chain_split == 1 ? kFullChainStepUs : kChainStepUs; }
+// pays only beside the preparation). The sequence split (plan_segments) runs the two-CTA chain.
+// Measured in one pass (Nsight Compute, 1 x 16384, Hv 32: 8192 prepare CTAs, 256 chain steps;
+// thirteenth session): prepare 344 us, the wgmma chain 541, the key-half chain 927, the full
+// chain 1,331, the fused kernel 1,918.
+inline constexpr double kFusedStepUs = 7.6;        // 4 x 8192: 0.974 ms over 128 chunks (twelfth session); 7.5 above
+inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
+inline constexpr double kWgChainStepUs = 2.1;      // the wgmma chain (sm_90a): 541 us / 256
+inline constexpr double kChainStepUs = 3.6;        // the key-half chain: 927 us / 256
+inline constexpr double kFullChainStepUs = 5.2;    // the full chain: 1,331 us / 256
+inline constexpr double kOverlapSlowdown = 1.08;   // the chain beside the preparation (1 x 65536)
+// wgmma: the two-CTA shape runs the wgmma chain (compute capability 9.x, ChunkParams::chain_wgmma).
+constexpr double chain_step_us(int chain_split, bool wgmma) {
+  return chain_split == 1 ? kFullChainStepUs : wgmma ? kWgChainStepUs : kChainStepUs;
+}
 
 struct FormChoice {
   bool split = false;
@@ -428,7 +476,7 @@ struct FormChoice {
 };
 // overlaps(s): whether the window plan overlaps the chain of s CTAs per pair with the preparation.
 template <class Overlaps>
-constexpr FormChoice choose_form(int64_t sequence_heads, int sms, Overlaps overlaps) {
+constexpr FormChoice choose_form(int64_t sequence_heads, int sms, bool wgmma_chain, Overlaps overlaps) {
   FormChoice best;
   if (sms <= 0 || sequence_heads <= 0) return best;
   const auto waves = [&](int64_t ctas) { return double((ctas + sms - 1) / sms); };
@@ -437,11 +485,11 @@ constexpr FormChoice choose_form(int64_t sequence_heads, int sms, Overlaps overl
   for (int split : {kVSplit, 1}) {
     const int64_t ctas = sequence_heads * split;
     const double prep_all = double(sequence_heads) * kPrepCtaUs / double(sms * kPrepCtasPerSm);
-    const double serial = prep_all + waves(ctas) * chain_step_us(split);
+    const double serial = prep_all + waves(ctas) * chain_step_us(split, wgmma_chain);
     double cost = serial;
     if (overlaps(split) && 2 * ctas <= sms) {
       const double prep_beside = double(sequence_heads) * kPrepCtaUs / double((sms - ctas) * kPrepCtasPerSm);
-      const double chain = chain_step_us(split) * kOverlapSlowdown;
+      const double chain = chain_step_us(split, wgmma_chain) * kOverlapSlowdown;
       const double overlapped = chain > prep_beside ? chain : prep_beside;
       if (overlapped < cost) cost = overlapped;
     }

@@ -184,9 +184,9 @@ __device__ __forceinline__ void wgmma_key_products_store(Smem& s, int warp, int 
                                                          const float (&qk)[4][4], const float* G, const float* beta) {
   const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
   if (j0 > i0 + 15)
-    store_zero_p<CoreTiles>(i0, j0, lane, &s.p.hi[0][0], &s.p.lo[0][0], 0);
+    store_zero_p<CoreTiles>(i0, j0, lane, &s.p.hi[0][0], &s.p.lo[0][0]);
   else
-    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], 0, G, beta);
+    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], G, beta);
 }
 
 // The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =

@@ -44,6 +44,15 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
       : "memory");
 }
 
+// `bytes` (a multiple of 16) from `src` into `dst` (both 16-byte aligned) by one bulk copy, its
+// bytes credited to `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
 // The box of `map` at coordinates (c0, c1, c2, c3) from `src` (its swizzle's alignment) into
 // global memory, in this thread's bulk group (bulk_commit); rows past the tensor's extent are
 // not written.
@@ -61,6 +70,11 @@ __device__ __forceinline__ void bulk_wait_all() {
     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
   else
     asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+// All but this thread's kPending most recent bulk groups have read their shared memory.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 
 #endif

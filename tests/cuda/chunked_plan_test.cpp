@@ -42,25 +42,32 @@ TEST(ChunkSlots, DenseSequencesTakeWholeChunks) {
   EXPECT_EQ(chunk_slots(false, 1, 1, 1), 1);
 }
 
-// The benchmark shapes (docs/NOTES.md has the measured figures behind the model's constants).
+// The benchmark shapes (docs/NOTES.md has the measured figures behind the model's constants),
+// with the wgmma chain (sm_90a) and with the key-half chain (other GPUs, GDN_CHUNKED_CHAIN=mma).
 TEST(FormChoice, BenchmarkShapes) {
   const auto chain = [](const FormChoice& f) { return f.split ? f.chain_split : 0; };  // 0: fused
   const auto overlap = [](int) { return true; };
   const auto in_turn = [](int) { return false; };
-  EXPECT_EQ(chain(choose_form(4 * 32, kSms, overlap)), 0);   // 4 x 8192, Hv 32: fused (1.73 ms; full chains 1.85)
-  EXPECT_EQ(chain(choose_form(16 * 32, kSms, overlap)), 0);  // 16 x 4096 (3.44; 3.75)
-  EXPECT_EQ(chain(choose_form(16 * 32, kSms, in_turn)), 0);  // packed 16 sequences (1.89; 2.00)
-  EXPECT_EQ(chain(choose_form(32, kSms, overlap)), 2);       // 1 x T, Hv 32: key halves beside the preparation
-  const FormChoice hv64 = choose_form(64, kSms, overlap);    // 1 x 32768, Hv 64: full chains beside it (3.75; 4.11)
-  EXPECT_EQ(chain(hv64), 1);
-  EXPECT_EQ(hv64.serial_chain_split, 2);                      // ... and key halves when nothing overlaps
-  EXPECT_EQ(chain(choose_form(64, kSms, in_turn)), 2);       // Hv 64 without overlap: one wave of key halves
-  EXPECT_EQ(chain(choose_form(8, kSms, overlap)), 2);        // Hk/Hv 2/8
-  EXPECT_EQ(chain(choose_form(8, 0, overlap)), 0);           // no SM count: fused
-  for (int64_t pairs : {1, 8, 32, 64, 128, 512, 4096}) {     // never dearer than the fused kernel
-    const FormChoice f = choose_form(pairs, kSms, overlap);
-    EXPECT_LE(f.us_per_chunk, double((pairs + kSms - 1) / kSms) * kFusedStepUs) << pairs;
+  for (bool wgmma : {true, false}) {
+    EXPECT_EQ(chain(choose_form(4 * 32, kSms, wgmma, overlap)), 0);   // 4 x 8192, Hv 32: fused
+    EXPECT_EQ(chain(choose_form(16 * 32, kSms, wgmma, overlap)), 0);  // 16 x 4096
+    EXPECT_EQ(chain(choose_form(16 * 32, kSms, wgmma, in_turn)), 0);  // packed 16 sequences
+    EXPECT_EQ(chain(choose_form(32, kSms, wgmma, overlap)), 2);       // 1 x T, Hv 32: two-CTA chains beside the preparation
+    EXPECT_EQ(chain(choose_form(64, kSms, wgmma, in_turn)), 2);       // Hv 64 without overlap: one wave of two-CTA chains
+    EXPECT_EQ(chain(choose_form(8, kSms, wgmma, overlap)), 2);        // Hk/Hv 2/8
+    EXPECT_EQ(chain(choose_form(8, 0, wgmma, overlap)), 0);           // no SM count: fused
+    for (int64_t pairs : {1, 8, 32, 64, 128, 512, 4096}) {            // never dearer than the fused kernel
+      const FormChoice f = choose_form(pairs, kSms, wgmma, overlap);
+      EXPECT_LE(f.us_per_chunk, double((pairs + kSms - 1) / kSms) * kFusedStepUs) << pairs;
+    }
   }
+  // 1 x 32768, Hv 64: the wgmma chain's one wave after the preparation (4.8 us a chunk) against
+  // the full chain beside it (5.6); the key-half chain would take 6.3, so without wgmma the full
+  // chain, and key halves when nothing overlaps
+  EXPECT_EQ(chain(choose_form(64, kSms, true, overlap)), 2);
+  const FormChoice hv64 = choose_form(64, kSms, false, overlap);
+  EXPECT_EQ(chain(hv64), 1);
+  EXPECT_EQ(hv64.serial_chain_split, 2);
 }
 
 // The overlap the model counts on is the window plan's own: 2^20 tokens at Hv 64 would need
@@ -71,8 +78,8 @@ TEST(FormChoice, OverlapAsTheWindowPlanDecides) {
   const auto overlaps = [&](int64_t chunks, int64_t heads) {
     return [=](int split) { return plan_windows(chunks, heads * split, kSms, heads * chunk, heads * state).overlap; };
   };
-  EXPECT_EQ(choose_form(64, kSms, overlaps(512, 64)).chain_split, 1);    // 1 x 32768, Hv 64
-  EXPECT_EQ(choose_form(64, kSms, overlaps(16384, 64)).chain_split, 2);  // 1 x 2^20, Hv 64
+  EXPECT_EQ(choose_form(64, kSms, false, overlaps(512, 64)).chain_split, 1);    // 1 x 32768, Hv 64
+  EXPECT_EQ(choose_form(64, kSms, false, overlaps(16384, 64)).chain_split, 2);  // 1 x 2^20, Hv 64
 }
 
 TEST(SegmentPlan, BenchmarkShapes) {

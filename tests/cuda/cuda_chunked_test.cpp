@@ -35,7 +35,8 @@ namespace {
 
 // The chunked path's forms, chosen for the calls made while a FormScope lives: the fused
 // kernel (copying q, k, v by TMA where the GPU and the views allow, and by cp.async:
-// GDN_CHUNKED_TMA=0), the split pair (split2: the key-half chain) without the sequence split
+// GDN_CHUNKED_TMA=0), the split pair (split2: the wgmma chain on sm_90a, else the key-half
+// chain; GDN_CHUNKED_CHAIN=mma the key-half chain there too) without the sequence split
 // (segments 1), with it (segments 3: cases of fewer than 3 chunks run unsplit), and in windows
 // of 2 chunks (dense batches of more than 2 chunks; overlapped on two streams where the chain
 // CTAs take at most half the SMs, one after the other otherwise, e.g. model_heads); and the full
@@ -45,11 +46,14 @@ struct Form {
   const char* segments;  // GDN_CHUNKED_SEGMENTS (null: the library's plan)
   const char* windows;   // GDN_CHUNKED_WINDOWS (null: the library's plan)
   const char* name;
-  const char* tma = nullptr;  // GDN_CHUNKED_TMA (null: the library's choice)
+  const char* tma = nullptr;    // GDN_CHUNKED_TMA (null: the library's choice)
+  const char* chain = nullptr;  // GDN_CHUNKED_CHAIN (null: the library's choice)
 };
 const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
                        {"fused", nullptr, nullptr, "fused, cp.async copies", "0"},
                        {"split2", "1", "0", "split"},
+                       {"split2", "1", "0", "split, cp.async copies", "0"},
+                       {"split2", "1", "0", "split, key-half chain", nullptr, "mma"},
                        {"split2", "3", "0", "split, 3 segments"},
                        {"split2", "1", "2", "split, windows of 2 chunks"},
                        {"split1", "1", "0", "split, full chain"},
@@ -77,15 +81,17 @@ class FormScope {
       : form_("GDN_CHUNKED_FORM", f.form),
         segments_("GDN_CHUNKED_SEGMENTS", f.segments),
         windows_("GDN_CHUNKED_WINDOWS", f.windows),
-        tma_("GDN_CHUNKED_TMA", f.tma) {}
+        tma_("GDN_CHUNKED_TMA", f.tma),
+        chain_("GDN_CHUNKED_CHAIN", f.chain) {}
   explicit FormScope(const char* form, const char* segments = nullptr, const char* windows = nullptr)
       : form_("GDN_CHUNKED_FORM", form),
         segments_("GDN_CHUNKED_SEGMENTS", segments),
         windows_("GDN_CHUNKED_WINDOWS", windows),
-        tma_("GDN_CHUNKED_TMA", nullptr) {}
+        tma_("GDN_CHUNKED_TMA", nullptr),
+        chain_("GDN_CHUNKED_CHAIN", nullptr) {}
 
  private:
-  EnvScope form_, segments_, windows_, tma_;
+  EnvScope form_, segments_, windows_, tma_, chain_;
 };
 
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
@@ -160,7 +166,7 @@ TEST_P(Oracle, MatchesOracle) {
     ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << form << ": " << to_string(c) << ": " << r.message;
     EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << form << ": " << chunked_report(c, r.errors);
     const std::string tag = std::string(f.form) + (f.segments ? f.segments : "") + (f.windows ? f.windows : "") +
-                            (f.tma ? std::string("_tma") + f.tma : "");
+                            (f.tma ? std::string("_tma") + f.tma : "") + (f.chain ? std::string("_") + f.chain : "");
     RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
     RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
   }
@@ -276,22 +282,23 @@ TEST(Forms, SplitMatchesFused) {
       const FormScope scope("fused");
       ASSERT_EQ(run_path(fused, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
     }
-    for (const char* chain : {"split2", "split1"}) {
+    for (const Form& f : {Form{"split2", "1", nullptr, "split"}, Form{"split2", "1", nullptr, "key-half chain", nullptr, "mma"},
+                          Form{"split1", "1", nullptr, "full chain"}}) {
       GeneratedInputs split = pristine;
       {
-        const FormScope scope(chain, "1");
+        const FormScope scope(f);
         ASSERT_EQ(run_path(split, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
       }
-      EXPECT_LE(rel_l2_tensors(split.o, fused.o), 1e-3) << text << ", " << chain;
+      EXPECT_LE(rel_l2_tensors(split.o, fused.o), 1e-3) << text << ", " << f.name;
       EXPECT_LE(rel_l2_live_slots(split, *split.final_state_out(), *fused.final_state_out()),
-                c.state_dtype == GDN_DTYPE_BF16 ? 2e-4 : 1e-5) << text << ", " << chain;
+                c.state_dtype == GDN_DTYPE_BF16 ? 2e-4 : 1e-5) << text << ", " << f.name;
     }
   }
 }
 
 // The fused kernel's two ways of copying q, k, v (TMA on sm_90a, cp.async) give the same bits:
-// the same tiles reach shared memory, except the rows past a packed sequence's end (zeros by
-// cp.async, the next sequence's tokens by TMA), which every sum multiplies by an exact zero.
+// the same tiles reach shared memory (a packed sequence's partial last chunk comes by cp.async
+// on both, its rows past the sequence's end as zeros).
 TEST(Forms, FusedTmaMatchesCpAsync) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
@@ -311,6 +318,51 @@ TEST(Forms, FusedTmaMatchesCpAsync) {
     }
     EXPECT_TRUE(same_tensor_bits(tma.o, copies.o)) << text;
     EXPECT_TRUE(same_tensor_bits(*tma.final_state_out(), *copies.final_state_out())) << text;
+  }
+}
+
+// A packed sequence's outputs do not depend on the next sequence's tokens, even non-finite ones:
+// its partial last chunk must not bring the next sequence's rows into its sums (0 x Inf is NaN).
+// Sequence 0 (100 tokens: a partial second chunk) against the same call with the first chunk of
+// sequence 1 turned into Inf and NaN: the same bits in sequence 0's o and final state, in every
+// form (the fused kernel by TMA and by cp.async, the split form).
+TEST(Forms, PackedTailIgnoresNextSequence) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"seqlens=100:70,Hk=1,Hv=2,K=128,V=128,dtype=bf16",
+                           "seqlens=100:70,Hk=1,Hv=2,K=128,V=128,dtype=f16,l2norm=1,gate=raw"}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs poisoned = pristine;
+    const int64_t first = pristine.bos[1], last = pristine.bos[2] < first + 64 ? pristine.bos[2] : first + 64;
+    for (HostTensor* t : {&poisoned.q, &poisoned.k, &poisoned.v}) {
+      const int64_t per_token = t->numel() / t->shape()[0];
+      for (int64_t i = first * per_token; i < last * per_token; ++i)
+        t->set(i, i % 3 == 0 ? std::nan("") : (i % 3 == 1 ? INFINITY : -INFINITY));
+    }
+    const int64_t o_elems = pristine.bos[1] * (pristine.o.numel() / pristine.o.shape()[0]);
+    const HostTensor* state0 = pristine.final_state_out();
+    const int64_t per_slot = state0->numel() / state0->shape()[0], slot = pristine.slot[0];
+    for (const Form& f : kForms) {
+      GeneratedInputs clean = pristine, dirty = poisoned;
+      {
+        const FormScope scope(f);
+        ASSERT_EQ(run_path(clean, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+        ASSERT_EQ(run_path(dirty, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      }
+      bool same_o = true, same_state = true, finite = true;
+      for (int64_t i = 0; i < o_elems; ++i) {
+        same_o = same_o && same_bits(dirty.o, clean.o, i);
+        finite = finite && std::isfinite(dirty.o.get(i));
+      }
+      for (int64_t i = slot * per_slot; i < (slot + 1) * per_slot; ++i) {
+        same_state = same_state && same_bits(*dirty.final_state_out(), *clean.final_state_out(), i);
+        finite = finite && std::isfinite(dirty.final_state_out()->get(i));
+      }
+      EXPECT_TRUE(same_o && same_state && finite)
+          << f.name << ": " << text << ": sequence 0's o same " << same_o << ", state same " << same_state
+          << ", finite " << finite;
+    }
   }
 }
 
