@@ -56,6 +56,7 @@ if [ "${1:-}" = "--pack" ]; then
   cp -L "$B"/bin/* .devbuild/bin/  # gdn_decode_lab among them when built with GDN_CUDA
   [ -x .devbuild/bin/gdn_decode_lab ] || echo "note: $B/bin/gdn_decode_lab not built (phase lab needs it)"
   cp -L "$B"/lib/libgdn.so .devbuild/lib/ && cp -L "$B"/lib/libgdn.so .devbuild/lib/libgdn.so.0.1
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include || echo -dirty)" > .devbuild/COMMIT
   cp -L /usr/lib/x86_64-linux-gnu/libgomp.so.1 .devbuild/lib/
   [ -d .devdeps/googletest ] || cp -r /usr/src/googletest .devdeps/
   du -sh .devbuild .whl
@@ -94,7 +95,8 @@ builds() {
     for name in $1; do [ "$name" = lib ] && echo .devbuild/lib || echo ".devbuild/lib-$name"; done
   fi
 }
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# the packed build's commit (--pack records it: this copy's git metadata may lag the working tree)
+COMMIT=$(cat .devbuild/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export GDN_COMMIT=$COMMIT
 
 # the peer and its dependency, for every benchmark and check that compares with it

@@ -650,6 +650,7 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
       D[t][0] = u.x, D[t][1] = u.y, D[t][2] = u.z, D[t][3] = u.w;
     }
     float O[8][4];  // O^T: [16 value rows, C tokens]
+    wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
     wgmma_chain_outputs<M>(ct, lane, S, D, O);
     uint32_t a[4][2][4];
     wgmma_state_update<M>(ct, lane, S, D, a);
