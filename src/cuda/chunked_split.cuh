@@ -628,67 +628,79 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
 
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
-  for (int64_t c = run.c_begin; c < run.c_end; ++c) {
-    const int it = int(c - run.c_begin), buf = it & 1;
-    const int64_t tok0 = sq.bos + c * kC;
-    const int rows = live_rows(c);
-    __syncthreads();  // chunk c - 1 is done with the other stage
-    if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
-    cp_async_commit();
-    mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
-    if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
-      cp_async_wait<1>();
-      fence_shared_for_wgmma();
-      __syncthreads();
-    }
-    const WgChainStage& st = s.stage[buf];
-    const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, st.tiles.p_lo, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
-    float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens]
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
-      D[t][0] = u.x, D[t][1] = u.y, D[t][2] = u.z, D[t][3] = u.w;
-    }
-    float O[8][4];  // O^T: [16 value rows, C tokens]
-    wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
-    wgmma_chain_outputs<M>(ct, lane, S, D, O);
-    uint32_t a[4][2][4];
-    wgmma_state_update<M>(ct, lane, S, D, a);
-    if (run.write_o) {  // beside the state update's products
-      uint16_t* o_stage = s.o_stage[buf];
-      if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
-      __syncthreads();
-      const int i = lane >> 3;  // stmatrix.trans: as the fused kernel's o staging, 64 values
-      const uint32_t row = smem_addr(o_stage + CoreTiles::Q::at(8 * (i >> 1) + (lane & 7), 16 * warp + 8 * (i & 1)));
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const uint32_t r[4] = {M::pack(p.scale * O[2 * u][0], p.scale * O[2 * u][1]),
-                               M::pack(p.scale * O[2 * u][2], p.scale * O[2 * u][3]),
-                               M::pack(p.scale * O[2 * u + 1][0], p.scale * O[2 * u + 1][1]),
-                               M::pack(p.scale * O[2 * u + 1][2], p.scale * O[2 * u + 1][3])};
-        stsm_x4_trans(row + u * 16 * 128, r);
+  // The chunks, as two loops: with o (kOutputs), and without it for the sequence split's runs
+  // that write none, which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each
+  // loop is one straight wgmma pipeline (a branch around products inside one would let ptxas
+  // serialise them).
+  const auto chunks_loop = [&](auto outputs) {
+    constexpr bool kOutputs = decltype(outputs)::value;
+    for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+      const int it = int(c - run.c_begin), buf = it & 1;
+      const int64_t tok0 = sq.bos + c * kC;
+      const int rows = live_rows(c);
+      __syncthreads();  // chunk c - 1 is done with the other stage
+      if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
+      cp_async_commit();
+      mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
+      if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
+        cp_async_wait<1>();
+        fence_shared_for_wgmma();
+        __syncthreads();
       }
-      const bool box_store = tma && (rows == kC || !p.cu_seqlens);
-      if (box_store) fence_shared_for_wgmma();  // the staging -> the TMA store
-      __syncthreads();
-      if (box_store) {
-        if (tid == 0) {
-          tma_store_4d(&maps.o, o_stage, v0, h, int(tok0), seq);
-          bulk_commit();
-        }
-      } else {
+      const WgChainStage& st = s.stage[buf];
+      const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, st.tiles.p_lo,
+                          st.tiles.G, st.tiles.q_f, st.tiles.k_f};
+      float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens]
 #pragma unroll
-        for (int k = 0; k < kC * 8 / kWgChainThreads; ++k) {  // 8 pieces of 16 bytes a token row
-          const int r = (tid >> 3) + (kWgChainThreads / 8) * k, col = (tid & 7) * 8;
-          if (r < rows) {
-            uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r) * p.o.tok + h * p.o.head + v0;
-            *reinterpret_cast<uint4*>(o + col) = *reinterpret_cast<const uint4*>(o_stage + CoreTiles::Q::at(r, col));
+      for (int t = 0; t < 8; ++t) {
+        const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
+        D[t][0] = u.x, D[t][1] = u.y, D[t][2] = u.z, D[t][3] = u.w;
+      }
+      float O[8][4];  // O^T: [16 value rows, C tokens]
+      wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
+      wgmma_chain_outputs<M, kOutputs>(ct, lane, S, D, O);
+      uint32_t a[4][2][4];
+      wgmma_state_update<M>(ct, lane, S, D, a);
+      if constexpr (kOutputs) {  // beside the state update's products
+        uint16_t* o_stage = s.o_stage[buf];
+        if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
+        __syncthreads();
+        const int i = lane >> 3;  // stmatrix.trans: as the fused kernel's o staging, 64 values
+        const uint32_t row = smem_addr(o_stage + CoreTiles::Q::at(8 * (i >> 1) + (lane & 7), 16 * warp + 8 * (i & 1)));
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const uint32_t r[4] = {M::pack(p.scale * O[2 * u][0], p.scale * O[2 * u][1]),
+                                 M::pack(p.scale * O[2 * u][2], p.scale * O[2 * u][3]),
+                                 M::pack(p.scale * O[2 * u + 1][0], p.scale * O[2 * u + 1][1]),
+                                 M::pack(p.scale * O[2 * u + 1][2], p.scale * O[2 * u + 1][3])};
+          stsm_x4_trans(row + u * 16 * 128, r);
+        }
+        const bool box_store = tma && (rows == kC || !p.cu_seqlens);
+        if (box_store) fence_shared_for_wgmma();  // the staging -> the TMA store
+        __syncthreads();
+        if (box_store) {
+          if (tid == 0) {
+            tma_store_4d(&maps.o, o_stage, v0, h, int(tok0), seq);
+            bulk_commit();
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < kC * 8 / kWgChainThreads; ++k) {  // 8 pieces of 16 bytes a token row
+            const int r = (tid >> 3) + (kWgChainThreads / 8) * k, col = (tid & 7) * 8;
+            if (r < rows) {
+              uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (tok0 + r) * p.o.tok + h * p.o.head + v0;
+              *reinterpret_cast<uint4*>(o + col) = *reinterpret_cast<const uint4*>(o_stage + CoreTiles::Q::at(r, col));
+            }
           }
         }
       }
+      wgmma_wait<0>();
     }
-    wgmma_wait<0>();
-  }
+  };
+  if (run.write_o)
+    chunks_loop(std::true_type{});
+  else
+    chunks_loop(std::false_type{});
   if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
   if (run.end_state) store_segment_state(run.end_state, S, row0, 0, g, q);
   if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 0, g, q);

@@ -258,7 +258,8 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Smem& s, int buf, int w
 // fragments (a), and returns without waiting: S and a stay in use, and Kc unchanged, until a
 // wgmma_wait<0> (the caller's work in between overlaps them; a group committed before them
 // completes first: wgmma_wait<4>).
-template <class M>
+// kOutputs false (the sequence split's runs that write no o): D alone, O untouched.
+template <class M, bool kOutputs = true>
 __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
                                                     float (&D)[8][4], float (&O)[8][4]) {
   const int q = lane & 3;
@@ -269,16 +270,19 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
     acc_to_a_split<M>(S, ks, a[ks & 1][0], a[ks & 1][1]);
     wgmma_fence();
     const uint64_t wd = k_major_desc<kK>(ct.w_neg, 16 * ks);
-    const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
     wgmma_64<M>(D, a[ks & 1][0], wd);
     wgmma_64<M>(D, a[ks & 1][1], wd);
-    if (ks == 0)
-      wgmma_64<M, false>(O, a[ks & 1][0], qd);  // O^T's first sums: no zeroing moves
-    else
-      wgmma_64<M>(O, a[ks & 1][0], qd);
+    if constexpr (kOutputs) {
+      const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
+      if (ks == 0)
+        wgmma_64<M, false>(O, a[ks & 1][0], qd);  // O^T's first sums: no zeroing moves
+      else
+        wgmma_64<M>(O, a[ks & 1][0], qd);
+    }
     wgmma_commit();
   }
   wgmma_wait<0>();
+  if constexpr (!kOutputs) return;
 
 #pragma unroll
   for (int t = 0; t < 8; ++t)
