@@ -553,8 +553,11 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // end as zeros), the prepared tiles and the CTA's U^T half by bulk copies, all issued a chunk
 // ahead. Per chunk: D^T = U^T + S (-W)^T, O^T, then the state update, whose products run while
 // o is staged and stored (a TMA box, or thread stores for a packed partial chunk). The same
-// sums as the fused kernel's chain, on the prepared chunk's factors.
-template <class M>
+// sums as the fused kernel's chain, on the prepared chunk's factors. kSomeWithoutO: the
+// sequence split's pass 1, whose runs but segment 0's write no o and skip O's products (a
+// second loop); the other launches take the kernel with the one loop (measured: its second loop
+// cost the other cases about 1%).
+template <class M, bool kSomeWithoutO>
 __global__ void __launch_bounds__(kWgChainThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
@@ -628,10 +631,9 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
 
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
-  // The chunks, as two loops: with o (kOutputs), and without it for the sequence split's runs
-  // that write none, which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each
-  // loop is one straight wgmma pipeline (a branch around products inside one would let ptxas
-  // serialise them).
+  // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
+  // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
+  // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
   const auto chunks_loop = [&](auto outputs) {
     constexpr bool kOutputs = decltype(outputs)::value;
     for (int64_t c = run.c_begin; c < run.c_end; ++c) {
@@ -697,10 +699,14 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
       wgmma_wait<0>();
     }
   };
-  if (run.write_o)
+  if constexpr (kSomeWithoutO) {
+    if (run.write_o)
+      chunks_loop(std::true_type{});
+    else
+      chunks_loop(std::false_type{});
+  } else {
     chunks_loop(std::true_type{});
-  else
-    chunks_loop(std::false_type{});
+  }
   if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
   if (run.end_state) store_segment_state(run.end_state, S, row0, 0, g, q);
   if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 0, g, q);
@@ -713,7 +719,7 @@ template <class M>
 bool wgmma_chain_runs() {
   static const bool runs = [] {
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M, false>) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
@@ -781,7 +787,10 @@ cudaError_t set_split_smem_limits() {
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(sizeof(ChainSmemFull)));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_chain_wgmma_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(chunk_chain_wgmma_kernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kWgChainSmemBytes));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_chain_wgmma_kernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kWgChainSmemBytes));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -803,8 +812,10 @@ cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
 template <class M>
 cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& maps, cudaStream_t stream) {
   const dim3 grid(unsigned(p.N * p.Hv * p.chain_split * runs));
-  if (runs_wgmma_chain(p))
-    chunk_chain_wgmma_kernel<M><<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+  if (runs_wgmma_chain(p) && p.seg_pass == 1)
+    chunk_chain_wgmma_kernel<M, true><<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+  else if (runs_wgmma_chain(p))
+    chunk_chain_wgmma_kernel<M, false><<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
   else if (p.chain_split == 1)
     chunk_chain_kernel<M, 1><<<grid, dim3(kChainThreads), sizeof(ChainSmemFull), stream>>>(p);
   else if (p.chain_split == kVSplit)
