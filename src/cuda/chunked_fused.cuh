@@ -226,20 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
     uint16_t* o_stage = &s.q[buf][0][0];  // in q's layout: [C tokens, V]
 #if GDN_CHUNKED_WGMMA
-    {  // O^T's 8 x 8 blocks (values, tokens) stored transposed by stmatrix: lane l gives the row
-       // of token 8 (2 u + (l >> 4)) + (l & 7), values [16 warp + 8 ((l >> 3) & 1), +8) (16 bytes,
-       // swizzled by the token's low bits alone): one address a lane, 2048 bytes a step of u
-      const int i = lane >> 3;
-      const uint32_t row = smem_addr(o_stage + CoreTiles::Q::at(8 * (i >> 1) + (lane & 7), 16 * warp + 8 * (i & 1)));
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const uint32_t r[4] = {M::pack(p.scale * O[2 * u][0], p.scale * O[2 * u][1]),
-                               M::pack(p.scale * O[2 * u][2], p.scale * O[2 * u][3]),
-                               M::pack(p.scale * O[2 * u + 1][0], p.scale * O[2 * u + 1][1]),
-                               M::pack(p.scale * O[2 * u + 1][2], p.scale * O[2 * u + 1][3])};
-        stsm_x4_trans(row + u * 16 * 128, r);  // 16 tokens of 128-byte rows
-      }
-    }
+    stage_o_stmatrix<M>(o_stage, O, p.scale, warp, lane);
 #else
 #pragma unroll
     for (int t = 0; t < 8; ++t)  // (tok, v) = lane (2q + e, g) + 8-aligned block

@@ -352,6 +352,26 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
   return run;
 }
 
+// What a chain CTA of a launch with kSplit CTAs per (sequence, value head) works on: its run
+// (chain_run's role), row block, sequence (longest first), value head and key head.
+struct ChainCta {
+  int role, block;
+  int64_t n;
+  int h, j;
+};
+template <int kSplit>
+__device__ __forceinline__ ChainCta chain_cta(const ChunkParams& p) {
+  const int64_t units = p.N * p.Hv * kSplit;  // CTAs per run of every sequence
+  const int64_t unit = blockIdx.x % units, sequence_head = unit / kSplit;
+  ChainCta c;
+  c.role = int(blockIdx.x / units);
+  c.block = int(unit % kSplit);
+  c.n = longest_first(p, sequence_head / p.Hv);
+  c.h = int(sequence_head % p.Hv);
+  c.j = p.tiled ? c.h % p.Hk : c.h / p.ratio;
+  return c;
+}
+
 // The run's start state as the warp's accumulator tiles (rows [row0, +16), key columns
 // [col0, +8 kTiles)).
 template <int kTiles>
@@ -429,15 +449,11 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
   const int rb = kFull ? warp : warp % kChainRowBlocks;  // the warp's row block
   const int kh = kFull ? 0 : warp / kChainRowBlocks;     // key half (key-half chain)
   const int partner = warp ^ kChainRowBlocks;            // same rows, other key half
-  const int64_t units = p.N * p.Hv * kSplit;             // CTAs per run of every sequence
-  const int role = int(blockIdx.x / units);
-  const int64_t unit = blockIdx.x % units;
-  const int block = int(unit % kSplit);
-  const int64_t sequence_head = unit / kSplit;
-  const int64_t n = longest_first(p, sequence_head / p.Hv);
-  const int h = int(sequence_head % p.Hv);
-  const int j = p.tiled ? h % p.Hk : h / p.ratio;
-  const int v0 = block * kRows;      // this CTA's state rows [v0, v0 + kRows)
+  const ChainCta cta = chain_cta<kSplit>(p);
+  const int role = cta.role;
+  const int64_t n = cta.n;
+  const int h = cta.h, j = cta.j;
+  const int v0 = cta.block * kRows;  // this CTA's state rows [v0, v0 + kRows)
   const int row0 = v0 + 16 * rb;     // the warp's
   const int col0 = kFull ? 0 : 64 * kh;  // the warp's key columns [col0, +8 kTiles)
 
@@ -565,15 +581,11 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
-  const int64_t units = p.N * p.Hv * kVSplit;  // CTAs per run of every sequence
-  const int role = int(blockIdx.x / units);
-  const int64_t unit = blockIdx.x % units;
-  const int block = int(unit % kVSplit);
-  const int64_t sequence_head = unit / kVSplit;
-  const int64_t n = longest_first(p, sequence_head / p.Hv);
-  const int h = int(sequence_head % p.Hv);
-  const int j = p.tiled ? h % p.Hk : h / p.ratio;
-  const int v0 = block * kChainRows;  // this CTA's state rows (o's values) [v0, v0 + 64)
+  const ChainCta cta = chain_cta<kVSplit>(p);
+  const int role = cta.role;
+  const int64_t n = cta.n;
+  const int h = cta.h, j = cta.j;
+  const int v0 = cta.block * kChainRows;  // this CTA's state rows (o's values) [v0, v0 + 64)
   const int row0 = v0 + 16 * warp;    // the warp's
 
   Sequence sq;
@@ -667,16 +679,7 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
         __syncthreads();
-        const int i = lane >> 3;  // stmatrix.trans: as the fused kernel's o staging, 64 values
-        const uint32_t row = smem_addr(o_stage + CoreTiles::Q::at(8 * (i >> 1) + (lane & 7), 16 * warp + 8 * (i & 1)));
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const uint32_t r[4] = {M::pack(p.scale * O[2 * u][0], p.scale * O[2 * u][1]),
-                                 M::pack(p.scale * O[2 * u][2], p.scale * O[2 * u][3]),
-                                 M::pack(p.scale * O[2 * u + 1][0], p.scale * O[2 * u + 1][1]),
-                                 M::pack(p.scale * O[2 * u + 1][2], p.scale * O[2 * u + 1][3])};
-          stsm_x4_trans(row + u * 16 * 128, r);
-        }
+        stage_o_stmatrix<M>(o_stage, O, p.scale, warp, lane);  // the CTA's 64 values: the tile's first half
         const bool box_store = tma && (rows == kC || !p.cu_seqlens);
         if (box_store) fence_shared_for_wgmma();  // the staging -> the TMA store
         __syncthreads();

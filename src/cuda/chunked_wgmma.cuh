@@ -333,6 +333,26 @@ __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lan
   }
 }
 
+// o of the warp's 16 value rows into a token-major staging tile in CoreTiles::Q's layout (the
+// warp's values at columns [16 warp, +16)), scaled: O^T's 8 x 8 blocks (values, tokens) stored
+// transposed by stmatrix, lane l giving the row of token 8 (2 u + (l >> 4)) + (l & 7), values
+// [16 warp + 8 ((l >> 3) & 1), +8) (16 bytes, swizzled by the token's low bits alone): one
+// address a lane, 2048 bytes a step of u. The fused kernel's and the wgmma chain's o.
+template <class M>
+__device__ __forceinline__ void stage_o_stmatrix(uint16_t* o_stage, const float (&O)[8][4], float scale, int warp,
+                                                 int lane) {
+  const int i = lane >> 3;
+  const uint32_t row = smem_addr(o_stage + CoreTiles::Q::at(8 * (i >> 1) + (lane & 7), 16 * warp + 8 * (i & 1)));
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const uint32_t r[4] = {M::pack(scale * O[2 * u][0], scale * O[2 * u][1]),
+                           M::pack(scale * O[2 * u][2], scale * O[2 * u][3]),
+                           M::pack(scale * O[2 * u + 1][0], scale * O[2 * u + 1][1]),
+                           M::pack(scale * O[2 * u + 1][2], scale * O[2 * u + 1][3])};
+    stsm_x4_trans(row + u * 16 * 128, r);  // 16 tokens of 128-byte rows
+  }
+}
+
 #endif  // GDN_CHUNKED_WGMMA
 
 }  // namespace gdn::cuda::chunked
