@@ -282,28 +282,28 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
     wgmma_commit();
   }
   wgmma_wait<0>();
-  if constexpr (!kOutputs) return;
-
+  if constexpr (kOutputs) {  // O^T diag(q_f) + D^T P^T
 #pragma unroll
-  for (int t = 0; t < 8; ++t)
+    for (int t = 0; t < 8; ++t)
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float f = ct.q_f[8 * t + 2 * q + e];
-      O[t][e] *= f;
-      O[t][2 + e] *= f;
+      for (int e = 0; e < 2; ++e) {
+        const float f = ct.q_f[8 * t + 2 * q + e];
+        O[t][e] *= f;
+        O[t][2 + e] *= f;
+      }
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
+      if (ks >= 2) wgmma_wait<1>();
+      acc_to_a_split<M>(D, ks, a[ks & 1][0], a[ks & 1][1]);
+      wgmma_fence();
+      const uint64_t hd = k_major_desc<kC>(ct.p_hi, 16 * ks), ld = k_major_desc<kC>(ct.p_lo, 16 * ks);
+      wgmma_64<M>(O, a[ks & 1][0], hd);
+      wgmma_64<M>(O, a[ks & 1][1], hd);
+      wgmma_64<M>(O, a[ks & 1][0], ld);
+      wgmma_commit();
     }
-#pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
-    if (ks >= 2) wgmma_wait<1>();
-    acc_to_a_split<M>(D, ks, a[ks & 1][0], a[ks & 1][1]);
-    wgmma_fence();
-    const uint64_t hd = k_major_desc<kC>(ct.p_hi, 16 * ks), ld = k_major_desc<kC>(ct.p_lo, 16 * ks);
-    wgmma_64<M>(O, a[ks & 1][0], hd);
-    wgmma_64<M>(O, a[ks & 1][1], hd);
-    wgmma_64<M>(O, a[ks & 1][0], ld);
-    wgmma_commit();
+    wgmma_wait<0>();
   }
-  wgmma_wait<0>();
 }
 
 template <class M>
