@@ -37,6 +37,7 @@
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
 #              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
+#              KERNELS_METRICS (default gpu__time_duration.sum) the Nsight Compute metrics;
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
@@ -237,11 +238,11 @@ if has kernels; then  # each chunked kernel's duration (Nsight Compute, one laun
   for i in "${!settings[@]}"; do
     log="$WORK/kernels/$i.log"
     env ${settings[$i]} timeout 150 "$NCU" --clock-control none -k "regex:${KERNELS_REGEX:-chunk}" \
-      --launch-count "${KERNELS_COUNT:-6}" --metrics gpu__time_duration.sum --csv \
+      --launch-count "${KERNELS_COUNT:-6}" --metrics "${KERNELS_METRICS:-gpu__time_duration.sum}" --csv \
       python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" --out /tmp/ncu-kernels \
       --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 > "$log" 2>&1
     note "== kernels (${settings[$i]}, ${KERNELS_CASE:-prefill-1x16384}): rc=$?"
-    grep gpu__time_duration "$log" | awk -F'","' '{print $5, $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
+    grep -E '"(gpu|dram|lts|sm|l1tex)__' "$log" | awk -F'","' '{print $5, $(NF-2), $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
   done
 fi
 

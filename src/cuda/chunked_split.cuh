@@ -569,20 +569,32 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // end as zeros), the prepared tiles and the CTA's U^T half by bulk copies, all issued a chunk
 // ahead. Per chunk: D^T = U^T + S (-W)^T, O^T, then the state update, whose products run while
 // o is staged and stored (a TMA box, or thread stores for a packed partial chunk). The same
-// sums as the fused kernel's chain, on the prepared chunk's factors. kSomeWithoutO: the
-// sequence split's pass 1, whose runs but segment 0's write no o and skip O's products (a
-// second loop); the other launches take the kernel with the one loop (measured: its second loop
-// cost the other cases about 1%).
-template <class M, bool kSomeWithoutO>
-__global__ void __launch_bounds__(kWgChainThreads, 1)
+// sums as the fused kernel's chain, on the prepared chunk's factors.
+// kPass1: the sequence split's pass 1 (wg_chain_pass1_ctas CTAs of two warpgroups a (sequence,
+// value head, row block)). CTA role 0: segment 0 on warpgroup 0 (with o; warpgroup 1 leaves at
+// once); CTA role m >= 1: middle segment m, warpgroup 0 its local state R (from zeros, with U),
+// warpgroup 1 its transition A (from I, U = 0), both on the one stage they share. Those runs
+// write no o and skip O's products (a second loop); the other launches take the kernel with
+// the one loop (measured: a second loop cost them about 1%).
+template <class M, bool kPass1>
+__global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = kPass1 ? int(threadIdx.x) / kWgChainThreads : 0;  // the warpgroup
+  const int tid = kPass1 ? int(threadIdx.x) % kWgChainThreads : int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const ChainCta cta = chain_cta<kVSplit>(p);
-  const int role = cta.role;
+  if (kPass1 && cta.role == 0 && wg == 1) return;  // segment 0 has no transition to run
+  const int role = kPass1 && cta.role > 0 ? 1 + 2 * (cta.role - 1) + wg : cta.role;  // chain_run's
+  const int threads = kPass1 && cta.role > 0 ? 2 * kWgChainThreads : kWgChainThreads;  // working
+  const auto sync = [&] {  // the working threads
+    if constexpr (kPass1)
+      named_barrier(1, threads);
+    else
+      __syncthreads();
+  };
   const int64_t n = cta.n;
   const int h = cta.h, j = cta.j;
   const int v0 = cta.block * kChainRows;  // this CTA's state rows (o's values) [v0, v0 + 64)
@@ -591,7 +603,7 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;
   if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
-    if (role != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0)) return;
+    if (role != 0 || wg != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0)) return;
     for (int64_t r = tid >> 3; r < sq.len; r += kWgChainThreads / 8) {
       uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
       *reinterpret_cast<uint4*>(o + v0 + (tid & 7) * 8) = make_uint4(0u, 0u, 0u, 0u);
@@ -603,23 +615,25 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
 
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators
   load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
-  if (tid == 0) {
+  if (tid == 0 && wg == 0) {
     mbarrier_init(&s.full[0], 1);
     mbarrier_init(&s.full[1], 1);
     fence_mbarrier_init();
   }
-  __syncthreads();
+  sync();
 
   const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   const bool tma = maps.on != 0;
   const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
   const int seq = p.cu_seqlens ? 0 : int(n);  // the maps' sequence coordinate
-  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]
+  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. Thread 0 of
+  // warpgroup 0 issues the copies (its run takes U whenever a run of the CTA does); warpgroup
+  // 0 copies the rows that come by cp.async.
   const auto load = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
-    if (tid == 0) {
+    if (tid == 0 && wg == 0) {
       constexpr uint32_t kBoxBytes = kC * 64 * 2;
       const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
       const uint32_t bytes = uint32_t(sizeof(PreparedTiles)) + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) +
@@ -635,7 +649,7 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
         }
       }
     }
-    if (!by_tma(c)) {
+    if (!by_tma(c) && wg == 0) {
       load_token_rows<kWgChainThreads, CoreTiles::Q>(p.q, n, tok0, live_rows(c), j, st.q, tid);
       load_token_rows<kWgChainThreads, CoreTiles::K>(p.k, n, tok0, live_rows(c), j, st.k, tid);
     }
@@ -652,14 +666,14 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
-      __syncthreads();  // chunk c - 1 is done with the other stage
+      sync();  // chunk c - 1 is done with the other stage
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
       if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
         cp_async_wait<1>();
         fence_shared_for_wgmma();
-        __syncthreads();
+        sync();
       }
       const WgChainStage& st = s.stage[buf];
       const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, st.tiles.p_lo,
@@ -678,11 +692,11 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
-        __syncthreads();
+        sync();
         stage_o_stmatrix<M>(o_stage, O, p.scale, warp, lane);  // the CTA's 64 values: the tile's first half
         const bool box_store = tma && (rows == kC || !p.cu_seqlens);
         if (box_store) fence_shared_for_wgmma();  // the staging -> the TMA store
-        __syncthreads();
+        sync();
         if (box_store) {
           if (tid == 0) {
             tma_store_4d(&maps.o, o_stage, v0, h, int(tok0), seq);
@@ -702,7 +716,7 @@ __global__ void __launch_bounds__(kWgChainThreads, 1)
       wgmma_wait<0>();
     }
   };
-  if constexpr (kSomeWithoutO) {
+  if constexpr (kPass1) {
     if (run.write_o)
       chunks_loop(std::true_type{});
     else
@@ -732,49 +746,81 @@ bool wgmma_chain_runs() {
 }
 
 // S_start(m + 1) = S_start(m) A_m + R_m for m = 1 .. segments - 2, in f32: one CTA per
-// (sequence, value head, block of 16 state rows), the segments in order.
-inline constexpr int kCombineThreads = 256;
-inline constexpr size_t kCombineSmemBytes = sizeof(float) * (kK * kK + kCombineRows * kK);
+// (sequence, value head, block of kCombineRows = 16 state rows), the segments in order. Thread t
+// computes rows [4 (t / 32), +4) x columns [4 (t % 32), +4) of the block: per k one float4 of A_m
+// (the warp's 512 contiguous bytes) and one broadcast float4 of S^T, 16 FMA (measured before:
+// 8 outputs a thread from three loads per k, shared-memory bound, 69 us for 2/8's seven steps).
+// A_m + 1 (cp.async into the second of two buffers) and R_m + 1 are in flight while A_m is
+// applied: only S's own dependence is serial.
+inline constexpr int kCombineThreads = 128;
+inline constexpr size_t kCombineSmemBytes = sizeof(float) * (2 * kK * kK + kK * kCombineRows);
+static_assert(kCombineThreads == (kCombineRows / 4) * (kK / 4), "4 x 4 outputs a thread");
 
 template <class M>  // (one copy per input dtype's translation unit; M is not used)
 __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const __grid_constant__ ChunkParams p) {
   extern __shared__ float4 combine_smem[];
-  float (*A)[kK] = reinterpret_cast<float (*)[kK]>(combine_smem);  // [K, K]: A_m
-  float (*S)[kK] = A + kK;                                          // [16, K]: rows of S_start(m)
+  float (*A)[kK][kK] = reinterpret_cast<float (*)[kK][kK]>(combine_smem);         // [2][K, K]: A_m in A[m % 2]
+  float (*St)[kCombineRows] = reinterpret_cast<float (*)[kCombineRows]>(&A[2][0][0]);  // [K, 16]: S_start(m)^T
   const int tid = threadIdx.x;
   const int rb = int(blockIdx.x % (kV / kCombineRows));
   const int64_t sequence_head = blockIdx.x / (kV / kCombineRows);
   const int64_t n = sequence_head / p.Hv;
   const int h = int(sequence_head % p.Hv);
-  const int r = tid / 16, c0 = (tid % 16) * 8;  // the thread's outputs: row r, columns [c0, +8)
-  const int64_t rows = int64_t(rb) * kCombineRows * kK;
-
-  const float4* s1 = reinterpret_cast<const float4*>(seg_state(p, n, 1, h, kSegStart) + rows);
-  for (int i = tid; i < kCombineRows * kK / 4; i += kCombineThreads) reinterpret_cast<float4*>(&S[0][0])[i] = s1[i];
-  for (int m = 1; m + 1 < p.segments; ++m) {
+  const int r0 = 4 * (tid / 32), c0 = 4 * (tid % 32);  // the thread's rows and columns of the block
+  const int64_t rows = int64_t(rb) * kCombineRows * kK;  // the block's first element
+  const auto load_a = [&](int m) {  // A_m into A[m % 2], one group
     const float4* a = reinterpret_cast<const float4*>(seg_state(p, n, m, h, kSegA));
-    for (int i = tid; i < kK * kK / 4; i += kCombineThreads) reinterpret_cast<float4*>(&A[0][0])[i] = a[i];
-    const float* R = seg_state(p, n, m, h, kSegR) + rows + r * kK + c0;
-    float acc[8];
+    float4* dst = reinterpret_cast<float4*>(&A[m & 1][0][0]);
+    for (int i = tid; i < kK * kK / 4; i += kCombineThreads) cp_async16(dst + i, a + i, 16);
+    cp_async_commit();
+  };
+  const auto load_r = [&](int m, float4 (&rv)[4]) {  // R_m at the thread's 4 x 4
+    const float* R = seg_state(p, n, m, h, kSegR) + rows;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] = 0.f;
-    __syncthreads();
-#pragma unroll 4
-    for (int k = 0; k < kK; ++k) {
-      const float sk = S[r][k];
-      const float4 a0 = *reinterpret_cast<const float4*>(&A[k][c0]), a1 = *reinterpret_cast<const float4*>(&A[k][c0 + 4]);
-      acc[0] += sk * a0.x, acc[1] += sk * a0.y, acc[2] += sk * a0.z, acc[3] += sk * a0.w;
-      acc[4] += sk * a1.x, acc[5] += sk * a1.y, acc[6] += sk * a1.z, acc[7] += sk * a1.w;
+    for (int i = 0; i < 4; ++i) rv[i] = *reinterpret_cast<const float4*>(R + (r0 + i) * kK + c0);
+  };
+
+  if (p.segments < 3) return;
+  load_a(1);
+  {  // S_start(1)'s rows, transposed
+    const float* s1 = seg_state(p, n, 1, h, kSegStart) + rows;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float4 x = *reinterpret_cast<const float4*>(s1 + (r0 + i) * kK + c0);
+      St[c0][r0 + i] = x.x, St[c0 + 1][r0 + i] = x.y, St[c0 + 2][r0 + i] = x.z, St[c0 + 3][r0 + i] = x.w;
     }
-    const float4 r0 = *reinterpret_cast<const float4*>(R), r1 = *reinterpret_cast<const float4*>(R + 4);
-    const float4 o0 = make_float4(acc[0] + r0.x, acc[1] + r0.y, acc[2] + r0.z, acc[3] + r0.w);
-    const float4 o1 = make_float4(acc[4] + r1.x, acc[5] + r1.y, acc[6] + r1.z, acc[7] + r1.w);
-    __syncthreads();  // S and A are read
-    *reinterpret_cast<float4*>(&S[r][c0]) = o0;
-    *reinterpret_cast<float4*>(&S[r][c0 + 4]) = o1;
-    float* next = seg_state(p, n, m + 1, h, kSegStart) + rows + r * kK + c0;
-    *reinterpret_cast<float4*>(next) = o0;
-    *reinterpret_cast<float4*>(next + 4) = o1;
+  }
+  float4 rv[4];
+  load_r(1, rv);
+  for (int m = 1; m + 1 < p.segments; ++m) {
+    const bool ahead = m + 2 < p.segments;  // A_m + 1 is used too
+    if (ahead) load_a(m + 1);
+    if (ahead)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    __syncthreads();  // A_m and S_start(m) are in shared memory
+    float acc[4][4];  // [row r0 + i][column c0 + e]
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i][0] = rv[i].x, acc[i][1] = rv[i].y, acc[i][2] = rv[i].z, acc[i][3] = rv[i].w;
+    const float (*a)[kK] = A[m & 1];
+#pragma unroll 8
+    for (int k = 0; k < kK; ++k) {
+      const float4 sk = *reinterpret_cast<const float4*>(&St[k][r0]);  // rows r0 .. r0 + 3 at k
+      const float4 ak = *reinterpret_cast<const float4*>(&a[k][c0]);
+      const float sv[4] = {sk.x, sk.y, sk.z, sk.w}, av[4] = {ak.x, ak.y, ak.z, ak.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][e] += sv[i] * av[e];
+    }
+    if (ahead) load_r(m + 1, rv);
+    __syncthreads();  // S^T and A[m % 2] are read
+    float* next = seg_state(p, n, m + 1, h, kSegStart) + rows;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) *reinterpret_cast<float4*>(next + (r0 + i) * kK + c0) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) *reinterpret_cast<float4*>(&St[c0 + e][r0]) = make_float4(acc[0][e], acc[1][e], acc[2][e], acc[3][e]);
   }
 }
 
@@ -815,8 +861,9 @@ cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
 template <class M>
 cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& maps, cudaStream_t stream) {
   const dim3 grid(unsigned(p.N * p.Hv * p.chain_split * runs));
-  if (runs_wgmma_chain(p) && p.seg_pass == 1)
-    chunk_chain_wgmma_kernel<M, true><<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+  if (runs_wgmma_chain(p) && p.seg_pass == 1)  // paired: one CTA for a middle segment's R and A
+    chunk_chain_wgmma_kernel<M, true><<<dim3(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments))),
+                                        dim3(2 * kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
   else if (runs_wgmma_chain(p))
     chunk_chain_wgmma_kernel<M, false><<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
   else if (p.chain_split == 1)

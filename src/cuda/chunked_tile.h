@@ -352,11 +352,17 @@ inline constexpr int kCombineRows = 16;
 
 // Chain CTAs of pass 1 per (sequence, value head, row block): segment 0 and two per middle one.
 constexpr int pass1_runs(int segments) { return segments < 2 ? 1 : 1 + 2 * (segments - 2); }
+// The wgmma chain's pass-1 CTAs per (sequence, value head, row block): segment 0's, and one of
+// two warpgroups for each middle segment's two runs (chunk_chain_wgmma_kernel<M, true>).
+constexpr int wg_chain_pass1_ctas(int segments) { return segments < 2 ? 1 : segments - 1; }
 
 // The number of segments for `chunks` chunks a sequence when `units` chain CTAs run one
 // segment of every sequence: the cheapest by a count of chain-step waves (each pass's CTAs
 // over the SMs, times its segment length, plus about one step per combine), 1 unless a split
-// saves at least a tenth. `forced` > 0 (GDN_CHUNKED_SEGMENTS) takes that many instead.
+// saves at least a tenth. `forced` > 0 (GDN_CHUNKED_SEGMENTS) takes that many instead. (The
+// count is of pass1_runs: the wgmma chain pairs a middle segment's two runs in one CTA, a step
+// as long as a run with o (measured), so its pass 1 is a wave shorter where the runs need two;
+// the count chosen for 1 x 32768 at Hv 8, 9, is the cheapest under either count.)
 struct SegmentPlan {
   int segments = 1;
   int64_t seg_chunks = 0;
