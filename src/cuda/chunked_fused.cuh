@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       float kk[4][4], qk[4][4];
       wgmma_key_products_issue<M>(s, 0, warp, kk, qk);
       wgmma_wait<0>();
-      wgmma_key_products_store<M>(s, warp, lane, kk, qk, s.G, s.beta);
+      wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta);
     }
 #else
     key_products<M, CoreTiles>(s, 0, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta);
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       wgmma_key_products_issue<M>(s, buf ^ 1, warp, kk, qk);
       wgmma_state_update<M>(ct, lane, S, D, a);
       wgmma_wait<4>();  // the key products (committed before the state update's four groups)
-      wgmma_key_products_store<M>(s, warp, lane, kk, qk, s.G_next, s.beta_next);
+      wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
       wgmma_wait<0>();
     }
 #else

@@ -350,6 +350,8 @@ gdn_status cuda_chunked_forward(const Problem& p) {
                        !(one_pass_fits && (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
   if (!windows || !plan.windows.overlap) c.chain_split = plan.serial_chain_split;  // nothing overlaps
   c.chain_wgmma = split && plan.wgmma_chain;
+  const char* prepare = std::getenv("GDN_CHUNKED_PREPARE");  // mma: the mma.sync prepare kernel (A/B runs)
+  c.prepare_mma = prepare && std::strcmp(prepare, "mma") == 0;
   ck::TileMaps maps;
   if (!split || c.chain_wgmma) maps.on = token_tile_maps(p, c, maps);
   cudaError_t e;

@@ -35,6 +35,8 @@ struct ChunkParams : BatchParams {
   int64_t window_begin = 0;
   int64_t window_chunks = 0;      // 0: no windows
   float* window_state = nullptr;  // workspace: [N, Hv, V, K] f32, the state between windows
+  int32_t prepare_mma = 0;        // with the wgmma chain: the mma.sync prepare kernel all the same
+                                  // (GDN_CHUNKED_PREPARE=mma; else chunk_prepare_wgmma_kernel)
 };
 
 // The second parameter block of the fused kernel and of the wgmma chain (its own, so that

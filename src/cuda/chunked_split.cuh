@@ -136,6 +136,96 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   }
 }
 
+// The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
+// preparation on one chunk. q, k, v land swizzled (CoreTiles, by cp.async); Kc Kc^T and Qc Kc^T,
+// -W and U run on wgmma (wgmma_key_products_*, wgmma_minus_w_new_values), where the mma.sync
+// kernel above spends a third of its time in those products and their ldmatrix traffic. P goes
+// straight to the prepared chunk, -W is already in its layout (one contiguous copy), U^T's
+// accumulators are the mma.sync kernel's fragments. The same sums in the same precision.
+// GDN_CHUNKED_PREPARE=mma runs the kernel above instead.
+template <class M>
+__global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
+    chunk_prepare_wgmma_kernel(const __grid_constant__ ChunkParams p) {
+#if GDN_CHUNKED_WGMMA
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t slot = blockIdx.x;
+  const int h = int(blockIdx.y);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
+
+  int64_t n = 0, c = 0;
+  if (!slot_owner(p, slot, n, c)) return;  // a slot no chunk uses
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq) || sq.slot < 0) return;  // flagged, or padding (the chain writes its zeros)
+  const int64_t tok0 = sq.bos + c * kC;
+  const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
+  PreparedChunk& out = static_cast<PreparedChunk*>(p.prepared)[slot * p.Hv + h];
+
+  const HeadGate hg = head_gate(p, h);
+  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
+  load_token_rows<kThreads, CoreTiles::Q>(p.q, n, tok0, rows, j, &s.q[0][0][0], tid);
+  load_token_rows<kThreads, CoreTiles::K>(p.k, n, tok0, rows, j, &s.k[0][0][0], tid);
+  cp_async_commit();
+  if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+  cp_async_wait<0>();
+  fence_shared_for_wgmma();  // this thread's q, k copies -> wgmma
+  __syncthreads();
+  if (p.l2norm) {
+    row_norms<M, CoreTiles>(s, 0, warp, lane);
+    __syncthreads();
+  }
+  {
+    float kk[4][4], qk[4][4];
+    wgmma_key_products_issue<M>(s, 0, warp, kk, qk);
+    wgmma_wait<0>();
+    wgmma_key_products_store<M>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
+  }
+  __syncthreads();  // q is read (every warpgroup's products complete): v takes its place
+  load_token_rows<kThreads, CoreTiles::V>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
+  cp_async_commit();
+  invert_unit_lower(s, warp, lane);
+  __syncthreads();
+  gate_inverse<M, CoreTiles>(s, tid);  // T's blocks on and below the diagonal
+  {  // and its six above it as zeros (wgmma reads them; the merge scratch shared their space):
+     // 4 core matrices of 128 bytes a block, hi and lo
+    for (int i = tid; i < 2 * 6 * 4 * 8; i += kThreads) {
+      const int b = (i >> 5) % 6, core = (i >> 3) & 3, piece = i & 7;  // blocks (0, 1..3), (1, 2..3), (2, 3)
+      const int bi = b < 3 ? 0 : b < 5 ? 1 : 2, bj = b < 3 ? b + 1 : b < 5 ? b - 1 : 3;
+      uint16_t* half = i < 6 * 4 * 8 ? &s.t.hi[0][0] : &s.t.lo[0][0];
+      const int at = CoreTiles::T::at(16 * bi + 8 * (core >> 1), 16 * bj + 8 * (core & 1)) + 8 * piece;
+      *reinterpret_cast<uint4*>(half + at) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  cp_async_wait<0>();
+  fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
+  __syncthreads();
+  float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
+  wgmma_minus_w_new_values<M>(s, 0, warp, lane, D);
+#pragma unroll
+  for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
+    out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+  __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's
+  static_assert(sizeof(PreparedTiles::w_neg) == kC * kK * 2, "-W's 16 KB, one piece a thread and step");
+#pragma unroll
+  for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {
+    const int idx = tid + kThreads * i;
+    *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[0][0] + 8 * idx);
+  }
+  if (tid < kC) {  // G and the chain's per-token factors (chunked_steps.cuh's expressions)
+    const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
+    out.tiles.G[tid] = s.G[tid];
+    out.tiles.q_f[tid] = output_factor<false>(own, tid);
+    out.tiles.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
+  }
+#endif
+}
+inline constexpr size_t kPrepWgmmaSmemBytes = sizeof(PrepSmem) + 1024;  // from the first 1024-byte boundary
+static_assert(offsetof(PrepSmem, q) == 0 && offsetof(PrepSmem, k) % 1024 == 0,
+              "the prepare kernel's q, v and k tiles start at 1024-byte boundaries (swizzle)");
+static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok && CoreTiles::W::at(kC - 1, kK - 1) < kC * kLdTok,
+              "the swizzled and core-matrix tiles fit the padded tiles' space");
+
 // ---- chain
 
 // The chain's per-thread copy plan, fixed for the CTA: where its 16-byte pieces of q and k
@@ -830,6 +920,9 @@ cudaError_t set_split_smem_limits() {
   cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(sizeof(PrepSmem)));
   if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kPrepWgmmaSmemBytes));
+  if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, kVSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(sizeof(ChainSmem)));
   if (e == cudaSuccess)
@@ -848,10 +941,15 @@ cudaError_t set_split_smem_limits() {
 }
 
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
+// The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma.
 template <class M>
 cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
   if (p.chunk_slots <= 0) return cudaSuccess;
-  chunk_prepare_kernel<M><<<dim3(unsigned(p.chunk_slots), unsigned(p.Hv)), dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
+  const dim3 grid(unsigned(p.chunk_slots), unsigned(p.Hv));
+  if (runs_wgmma_chain(p) && !p.prepare_mma)
+    chunk_prepare_wgmma_kernel<M><<<grid, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p);
+  else
+    chunk_prepare_kernel<M><<<grid, dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
   return cudaGetLastError();
 }
 

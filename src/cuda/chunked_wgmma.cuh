@@ -152,14 +152,14 @@ __device__ __forceinline__ void wgmma_32_ss(float (&d)[4][4], uint64_t desc_a, u
 }
 
 // key_products on wgmma, in two parts so that other products can run between them (all 8 warps
-// call both): warpgroup wg computes Kc Kc^T and Qc Kc^T for the token columns [32 wg, +32),
+// call both; Sm: the fused kernel's Smem or the prepare kernel's PrepSmem): warpgroup wg computes Kc Kc^T and Qc Kc^T for the token columns [32 wg, +32),
 // warp w their rows [16 (w % 4), +16), both operands read from the swizzled tiles in shared
 // memory (Kc, Qc must be visible to wgmma: fenced, then a barrier). The issue commits the 16
 // products as one group; once it has completed (a wgmma_wait), the store forms m and P as
 // key_products does (store_key_products, with the chunk's gates G and beta), zeros above the
 // diagonal.
-template <class M>
-__device__ __forceinline__ void wgmma_key_products_issue(const Smem& s, int buf, int warp, float (&kk)[4][4],
+template <class M, class Sm>
+__device__ __forceinline__ void wgmma_key_products_issue(const Sm& s, int buf, int warp, float (&kk)[4][4],
                                                          float (&qk)[4][4]) {
   const int j0 = 32 * (warp >> 2);
   const uint16_t* q_tile = &s.q[buf][0][0];
@@ -179,14 +179,16 @@ __device__ __forceinline__ void wgmma_key_products_issue(const Smem& s, int buf,
   }
   wgmma_commit();
 }
-template <class M>
-__device__ __forceinline__ void wgmma_key_products_store(Smem& s, int warp, int lane, const float (&kk)[4][4],
-                                                         const float (&qk)[4][4], const float* G, const float* beta) {
+// P goes to p_hi, p_lo in CoreTiles::P's layout (the fused kernel's tiles, or the prepared chunk).
+template <class M, class Sm>
+__device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int lane, const float (&kk)[4][4],
+                                                         const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
+                                                         const float* G, const float* beta) {
   const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
   if (j0 > i0 + 15)
-    store_zero_p<CoreTiles>(i0, j0, lane, &s.p.hi[0][0], &s.p.lo[0][0]);
+    store_zero_p<CoreTiles>(i0, j0, lane, p_hi, p_lo);
   else
-    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], G, beta);
+    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta);
 }
 
 // The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =
@@ -199,8 +201,8 @@ __device__ __forceinline__ void wgmma_key_products_store(Smem& s, int warp, int 
 // diagonal written as zeros by gate_inverse). -W goes to w_neg in CoreTiles::W's layout; D^T
 // stays in the accumulators the chain takes. Kc, Vc and T must be visible to wgmma (fenced by
 // their writers, then a barrier).
-template <class M>
-__device__ __forceinline__ void wgmma_minus_w_new_values(Smem& s, int buf, int warp, int lane, float (&D)[8][4]) {
+template <class M, class Sm>
+__device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int warp, int lane, float (&D)[8][4]) {
   const int g = lane >> 2, q = lane & 3, wg = warp >> 2, wr = warp & 3;
   const uint16_t* k_half = &s.k[buf][0][0] + wg * (kC * 64);  // Kc's key columns [64 wg, +64)
   const uint16_t* v_tile = &s.v[buf][0][0];
