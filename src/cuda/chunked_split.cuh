@@ -836,31 +836,42 @@ bool wgmma_chain_runs() {
 }
 
 // S_start(m + 1) = S_start(m) A_m + R_m for m = 1 .. segments - 2, in f32: one CTA per
-// (sequence, value head, block of kCombineRows = 16 state rows), the segments in order. Thread t
-// computes rows [4 (t / 32), +4) x columns [4 (t % 32), +4) of the block: per k one float4 of A_m
-// (the warp's 512 contiguous bytes) and one broadcast float4 of S^T, 16 FMA (measured before:
-// 8 outputs a thread from three loads per k, shared-memory bound, 69 us for 2/8's seven steps).
-// A_m + 1 (cp.async into the second of two buffers) and R_m + 1 are in flight while A_m is
-// applied: only S's own dependence is serial.
-inline constexpr int kCombineThreads = 128;
-inline constexpr size_t kCombineSmemBytes = sizeof(float) * (2 * kK * kK + kK * kCombineRows);
-static_assert(kCombineThreads == (kCombineRows / 4) * (kK / 4), "4 x 4 outputs a thread");
+// (sequence, value head, block of kCombineRows = 16 state rows), the segments in order. The k
+// sum is cut in four quarters of 32: thread t (of 512) takes quarter t / 128 and a 4 x 4 block
+// of outputs, rows [4 (t % 128 / 32), +4) x columns [4 (t % 32), +4): per k one float4 of A_m
+// (the warp's 512 contiguous bytes) and one broadcast float4 of S^T, 16 FMA; quarter 0 adds the
+// other three's partial sums (shared memory) and R_m. A_m + 1 and A_m + 2 (cp.async into the
+// other two of three buffers) and R_m + 1 are in flight while A_m is applied: only S's own
+// dependence is serial. (Measured for 2/8's seven steps: 69 us with 8 outputs a thread from
+// three loads a k; 24.5 us with 4 x 4 blocks over all of k, 21.7 with the quarters, each with
+// one A ahead: a step waited for its 64 KB.)
+inline constexpr int kCombineThreads = 512;
+inline constexpr int kCombineQuarters = 4;  // of the k sum
+inline constexpr int kCombineBuffers = 3;   // A_m, A_m + 1, A_m + 2
+struct CombineSmem {
+  float A[kCombineBuffers][kK][kK];                       // A_m in A[m % 3]
+  float St[kK][kCombineRows];                            // S_start(m)^T of the block's rows
+  float partial[kCombineQuarters - 1][kCombineRows][kK];  // quarters 1..3's sums
+};
+inline constexpr size_t kCombineSmemBytes = sizeof(CombineSmem);
+static_assert(kCombineSmemBytes <= 227 * 1024, "the combine's block fits Hopper's opt-in shared memory");
+static_assert(kCombineThreads == kCombineQuarters * (kCombineRows / 4) * (kK / 4), "4 x 4 outputs a thread and quarter");
 
 template <class M>  // (one copy per input dtype's translation unit; M is not used)
 __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const __grid_constant__ ChunkParams p) {
   extern __shared__ float4 combine_smem[];
-  float (*A)[kK][kK] = reinterpret_cast<float (*)[kK][kK]>(combine_smem);         // [2][K, K]: A_m in A[m % 2]
-  float (*St)[kCombineRows] = reinterpret_cast<float (*)[kCombineRows]>(&A[2][0][0]);  // [K, 16]: S_start(m)^T
-  const int tid = threadIdx.x;
+  CombineSmem& s = *reinterpret_cast<CombineSmem*>(combine_smem);
+  const int tid = threadIdx.x, quarter = tid / 128, t = tid % 128;
   const int rb = int(blockIdx.x % (kV / kCombineRows));
   const int64_t sequence_head = blockIdx.x / (kV / kCombineRows);
   const int64_t n = sequence_head / p.Hv;
   const int h = int(sequence_head % p.Hv);
-  const int r0 = 4 * (tid / 32), c0 = 4 * (tid % 32);  // the thread's rows and columns of the block
+  const int r0 = 4 * (t / 32), c0 = 4 * (t % 32);  // the thread's rows and columns of the block
+  const int k0 = quarter * (kK / kCombineQuarters);
   const int64_t rows = int64_t(rb) * kCombineRows * kK;  // the block's first element
-  const auto load_a = [&](int m) {  // A_m into A[m % 2], one group
+  const auto load_a = [&](int m) {  // A_m into A[m % 3], one group
     const float4* a = reinterpret_cast<const float4*>(seg_state(p, n, m, h, kSegA));
-    float4* dst = reinterpret_cast<float4*>(&A[m & 1][0][0]);
+    float4* dst = reinterpret_cast<float4*>(&s.A[m % kCombineBuffers][0][0]);
     for (int i = tid; i < kK * kK / 4; i += kCombineThreads) cp_async16(dst + i, a + i, 16);
     cp_async_commit();
   };
@@ -872,31 +883,34 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
 
   if (p.segments < 3) return;
   load_a(1);
-  {  // S_start(1)'s rows, transposed
+  if (p.segments > 3) load_a(2);
+  if (quarter == 0) {  // S_start(1)'s rows, transposed
     const float* s1 = seg_state(p, n, 1, h, kSegStart) + rows;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float4 x = *reinterpret_cast<const float4*>(s1 + (r0 + i) * kK + c0);
-      St[c0][r0 + i] = x.x, St[c0 + 1][r0 + i] = x.y, St[c0 + 2][r0 + i] = x.z, St[c0 + 3][r0 + i] = x.w;
+      s.St[c0][r0 + i] = x.x, s.St[c0 + 1][r0 + i] = x.y, s.St[c0 + 2][r0 + i] = x.z, s.St[c0 + 3][r0 + i] = x.w;
     }
   }
-  float4 rv[4];
-  load_r(1, rv);
-  for (int m = 1; m + 1 < p.segments; ++m) {
-    const bool ahead = m + 2 < p.segments;  // A_m + 1 is used too
-    if (ahead) load_a(m + 1);
-    if (ahead)
+  float4 rv[4] = {};
+  if (quarter == 0) load_r(1, rv);
+  for (int m = 1; m + 1 < p.segments; ++m) {  // A_m .. A_min(m + 1, segments - 2) are in flight
+    const bool ahead = m + 2 < p.segments;      // R_m + 1 and A_m + 1 are used too
+    if (m + 3 < p.segments) load_a(m + 2);      // into the buffer step m - 1 read
+    if (m + 3 < p.segments)
+      cp_async_wait<2>();
+    else if (ahead)
       cp_async_wait<1>();
     else
       cp_async_wait<0>();
     __syncthreads();  // A_m and S_start(m) are in shared memory
-    float acc[4][4];  // [row r0 + i][column c0 + e]
+    float acc[4][4];  // [row r0 + i][column c0 + e]: the quarter's sum (quarter 0: plus R_m)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[i][0] = rv[i].x, acc[i][1] = rv[i].y, acc[i][2] = rv[i].z, acc[i][3] = rv[i].w;
-    const float (*a)[kK] = A[m & 1];
+    const float (*a)[kK] = s.A[m % kCombineBuffers];
 #pragma unroll 8
-    for (int k = 0; k < kK; ++k) {
-      const float4 sk = *reinterpret_cast<const float4*>(&St[k][r0]);  // rows r0 .. r0 + 3 at k
+    for (int k = k0; k < k0 + kK / kCombineQuarters; ++k) {
+      const float4 sk = *reinterpret_cast<const float4*>(&s.St[k][r0]);  // rows r0 .. r0 + 3 at k
       const float4 ak = *reinterpret_cast<const float4*>(&a[k][c0]);
       const float sv[4] = {sk.x, sk.y, sk.z, sk.w}, av[4] = {ak.x, ak.y, ak.z, ak.w};
 #pragma unroll
@@ -904,13 +918,29 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][e] += sv[i] * av[e];
     }
-    if (ahead) load_r(m + 1, rv);
-    __syncthreads();  // S^T and A[m % 2] are read
-    float* next = seg_state(p, n, m + 1, h, kSegStart) + rows;
+    if (quarter > 0) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) *reinterpret_cast<float4*>(next + (r0 + i) * kK + c0) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      for (int i = 0; i < 4; ++i)
+        *reinterpret_cast<float4*>(&s.partial[quarter - 1][r0 + i][c0]) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    }
+    __syncthreads();  // every quarter's sum is formed (so S^T and A[m % 3] are read)
+    if (quarter == 0) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) *reinterpret_cast<float4*>(&St[c0 + e][r0]) = make_float4(acc[0][e], acc[1][e], acc[2][e], acc[3][e]);
+      for (int w = 0; w < kCombineQuarters - 1; ++w)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float4 x = *reinterpret_cast<const float4*>(&s.partial[w][r0 + i][c0]);
+          acc[i][0] += x.x, acc[i][1] += x.y, acc[i][2] += x.z, acc[i][3] += x.w;
+        }
+      if (ahead) load_r(m + 1, rv);
+      float* next = seg_state(p, n, m + 1, h, kSegStart) + rows;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        *reinterpret_cast<float4*>(next + (r0 + i) * kK + c0) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        *reinterpret_cast<float4*>(&s.St[c0 + e][r0]) = make_float4(acc[0][e], acc[1][e], acc[2][e], acc[3][e]);
+    }
   }
 }
 
