@@ -840,16 +840,15 @@ bool wgmma_chain_runs() {
 // sum is cut in four quarters of 32: thread t (of 512) takes quarter t / 128 and a 4 x 4 block
 // of outputs, rows [4 (t % 128 / 32), +4) x columns [4 (t % 32), +4): per k one float4 of A_m
 // (the warp's 512 contiguous bytes) and one broadcast float4 of S^T, 16 FMA; quarter 0 adds the
-// other three's partial sums (shared memory) and R_m. A_m + 1 and A_m + 2 (cp.async into the
-// other two of three buffers) and R_m + 1 are in flight while A_m is applied: only S's own
-// dependence is serial. (Measured for 2/8's seven steps: 69 us with 8 outputs a thread from
-// three loads a k; 24.5 us with 4 x 4 blocks over all of k, 21.7 with the quarters, each with
-// one A ahead: a step waited for its 64 KB.)
+// other three's partial sums (shared memory) and R_m. A_m + 1 (cp.async into the second of two
+// buffers) and R_m + 1 are in flight while A_m is applied: only S's own dependence is serial.
+// (Measured for 2/8's seven steps: 69 us with 8 outputs a thread from three loads a k, 24.5 us
+// with the 4 x 4 blocks over all of k, 21.7 us with the quarters; two A matrices ahead in three
+// buffers measured 23.2.)
 inline constexpr int kCombineThreads = 512;
 inline constexpr int kCombineQuarters = 4;  // of the k sum
-inline constexpr int kCombineBuffers = 3;   // A_m, A_m + 1, A_m + 2
 struct CombineSmem {
-  float A[kCombineBuffers][kK][kK];                       // A_m in A[m % 3]
+  float A[2][kK][kK];                                    // A_m in A[m % 2]
   float St[kK][kCombineRows];                            // S_start(m)^T of the block's rows
   float partial[kCombineQuarters - 1][kCombineRows][kK];  // quarters 1..3's sums
 };
@@ -869,9 +868,9 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
   const int r0 = 4 * (t / 32), c0 = 4 * (t % 32);  // the thread's rows and columns of the block
   const int k0 = quarter * (kK / kCombineQuarters);
   const int64_t rows = int64_t(rb) * kCombineRows * kK;  // the block's first element
-  const auto load_a = [&](int m) {  // A_m into A[m % 3], one group
+  const auto load_a = [&](int m) {  // A_m into A[m % 2], one group
     const float4* a = reinterpret_cast<const float4*>(seg_state(p, n, m, h, kSegA));
-    float4* dst = reinterpret_cast<float4*>(&s.A[m % kCombineBuffers][0][0]);
+    float4* dst = reinterpret_cast<float4*>(&s.A[m & 1][0][0]);
     for (int i = tid; i < kK * kK / 4; i += kCombineThreads) cp_async16(dst + i, a + i, 16);
     cp_async_commit();
   };
@@ -883,7 +882,6 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
 
   if (p.segments < 3) return;
   load_a(1);
-  if (p.segments > 3) load_a(2);
   if (quarter == 0) {  // S_start(1)'s rows, transposed
     const float* s1 = seg_state(p, n, 1, h, kSegStart) + rows;
 #pragma unroll
@@ -894,12 +892,10 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
   }
   float4 rv[4] = {};
   if (quarter == 0) load_r(1, rv);
-  for (int m = 1; m + 1 < p.segments; ++m) {  // A_m .. A_min(m + 1, segments - 2) are in flight
-    const bool ahead = m + 2 < p.segments;      // R_m + 1 and A_m + 1 are used too
-    if (m + 3 < p.segments) load_a(m + 2);      // into the buffer step m - 1 read
-    if (m + 3 < p.segments)
-      cp_async_wait<2>();
-    else if (ahead)
+  for (int m = 1; m + 1 < p.segments; ++m) {
+    const bool ahead = m + 2 < p.segments;  // A_m + 1 is used too
+    if (ahead) load_a(m + 1);
+    if (ahead)
       cp_async_wait<1>();
     else
       cp_async_wait<0>();
@@ -907,7 +903,7 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
     float acc[4][4];  // [row r0 + i][column c0 + e]: the quarter's sum (quarter 0: plus R_m)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[i][0] = rv[i].x, acc[i][1] = rv[i].y, acc[i][2] = rv[i].z, acc[i][3] = rv[i].w;
-    const float (*a)[kK] = s.A[m % kCombineBuffers];
+    const float (*a)[kK] = s.A[m & 1];
 #pragma unroll 8
     for (int k = k0; k < k0 + kK / kCombineQuarters; ++k) {
       const float4 sk = *reinterpret_cast<const float4*>(&s.St[k][r0]);  // rows r0 .. r0 + 3 at k
@@ -923,7 +919,7 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
       for (int i = 0; i < 4; ++i)
         *reinterpret_cast<float4*>(&s.partial[quarter - 1][r0 + i][c0]) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     }
-    __syncthreads();  // every quarter's sum is formed (so S^T and A[m % 3] are read)
+    __syncthreads();  // every quarter's sum is formed (so S^T and A[m % 2] are read)
     if (quarter == 0) {
 #pragma unroll
       for (int w = 0; w < kCombineQuarters - 1; ++w)
