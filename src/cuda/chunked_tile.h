@@ -452,7 +452,7 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // H200, measured: docs/NOTES.md).
 //   fused      one CTA per (sequence, value head): kFusedStepUs per wave of CTAs.
 //   split(s)   s chain CTAs per (sequence, value head) (chunked_tile.h's chain shapes): the
-//              prepare kernel's CTAs for every chunk of every head (kPrepCtaUs each,
+//              prepare kernel's CTAs for every chunk of every head (prep_cta_us each,
 //              kPrepCtasPerSm per SM), then chain_step_us(s, wgmma) per wave of chain CTAs; or,
 //              where the window plan would overlap them (overlaps(s): plan_windows' own answer
 //              for that chain), the slower of the chain (a little slower beside the preparation)
@@ -465,13 +465,18 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // chain 1,331, the fused kernel 1,918.
 inline constexpr double kFusedStepUs = 7.6;        // 4 x 8192: 0.974 ms over 128 chunks (twelfth session); 7.5 above
 inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
+inline constexpr double kPrepWgmmaCtaUs = 10.2;    // the wgmma chain's prepare kernel: 316 us (fourteenth session)
 inline constexpr double kWgChainStepUs = 2.1;      // the wgmma chain (sm_90a): 541 us / 256
 inline constexpr double kChainStepUs = 3.6;        // the key-half chain: 927 us / 256
 inline constexpr double kFullChainStepUs = 5.2;    // the full chain: 1,331 us / 256
 inline constexpr double kOverlapSlowdown = 1.08;   // the chain beside the preparation (1 x 65536)
-// wgmma: the two-CTA shape runs the wgmma chain (compute capability 9.x, ChunkParams::chain_wgmma).
+// wgmma: the two-CTA shape runs the wgmma chain (compute capability 9.x, ChunkParams::chain_wgmma),
+// whose chunks the wgmma prepare kernel prepares.
 constexpr double chain_step_us(int chain_split, bool wgmma) {
   return chain_split == 1 ? kFullChainStepUs : wgmma ? kWgChainStepUs : kChainStepUs;
+}
+constexpr double prep_cta_us(int chain_split, bool wgmma) {
+  return chain_split != 1 && wgmma ? kPrepWgmmaCtaUs : kPrepCtaUs;
 }
 
 struct FormChoice {
@@ -490,11 +495,12 @@ constexpr FormChoice choose_form(int64_t sequence_heads, int sms, bool wgmma_cha
   double best_serial = 1e300;
   for (int split : {kVSplit, 1}) {
     const int64_t ctas = sequence_heads * split;
-    const double prep_all = double(sequence_heads) * kPrepCtaUs / double(sms * kPrepCtasPerSm);
+    const double prep_all = double(sequence_heads) * prep_cta_us(split, wgmma_chain) / double(sms * kPrepCtasPerSm);
     const double serial = prep_all + waves(ctas) * chain_step_us(split, wgmma_chain);
     double cost = serial;
     if (overlaps(split) && 2 * ctas <= sms) {
-      const double prep_beside = double(sequence_heads) * kPrepCtaUs / double((sms - ctas) * kPrepCtasPerSm);
+      const double prep_beside =
+          double(sequence_heads) * prep_cta_us(split, wgmma_chain) / double((sms - ctas) * kPrepCtasPerSm);
       const double chain = chain_step_us(split, wgmma_chain) * kOverlapSlowdown;
       const double overlapped = chain > prep_beside ? chain : prep_beside;
       if (overlapped < cost) cost = overlapped;
