@@ -70,29 +70,62 @@ __host__ __device__ __forceinline__ bool runs_wgmma_chain(const ChunkParams& p) 
 
 // ---- prepare
 
+// The chunk a prepare CTA works on (chunk slot blockIdx.x, value head blockIdx.y), or false for
+// a slot no chunk uses, a flagged sequence, or padding (the chain writes its zeros).
+struct PrepChunk {
+  int h, j;  // value head, key / query head
+  int64_t n, c, tok0;
+  int rows;  // live rows of the chunk
+  Sequence sq;
+  PreparedChunk* out;
+};
+__device__ __forceinline__ bool prep_chunk(const ChunkParams& p, PrepChunk& pc) {
+  const int64_t slot = blockIdx.x;
+  pc.h = int(blockIdx.y);
+  pc.j = p.tiled ? pc.h % p.Hk : pc.h / p.ratio;
+  pc.n = pc.c = 0;
+  if (!slot_owner(p, slot, pc.n, pc.c)) return false;
+  if (!resolve_sequence(p, pc.n, pc.sq) || pc.sq.slot < 0) return false;
+  pc.tok0 = pc.sq.bos + pc.c * kC;
+  pc.rows = int(pc.sq.len - pc.c * kC < kC ? pc.sq.len - pc.c * kC : kC);
+  pc.out = static_cast<PreparedChunk*>(p.prepared) + slot * p.Hv + pc.h;
+  return true;
+}
+
+// The chunk's start: q and k rows in flight (laid out as L), the gates formed by warp 0, rq and
+// rk 1 without the L2 norm.
+template <class L>
+__device__ __forceinline__ void prep_chunk_start(const ChunkParams& p, const PrepChunk& pc, PrepSmem& s, int tid,
+                                                 int warp, int lane) {
+  const HeadGate hg = head_gate(p, pc.h);
+  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
+  load_token_rows<kThreads, typename L::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
+  load_token_rows<kThreads, typename L::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
+  cp_async_commit();
+  if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
+}
+
+// G and the chain's per-token factors (chunked_steps.cuh's expressions) into the prepared chunk.
+__device__ __forceinline__ void store_prepared_factors(const PrepSmem& s, PreparedTiles& out, int tid) {
+  if (tid < kC) {
+    const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
+    out.G[tid] = s.G[tid];
+    out.q_f[tid] = output_factor<false>(own, tid);
+    out.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
+  }
+}
+
 template <class M>
 __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel(const __grid_constant__ ChunkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t slot = blockIdx.x;
-  const int h = int(blockIdx.y);
-  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
-
-  int64_t n = 0, c = 0;
-  if (!slot_owner(p, slot, n, c)) return;  // a slot no chunk uses
-  Sequence sq;
-  if (!resolve_sequence(p, n, sq) || sq.slot < 0) return;  // flagged, or padding (the chain writes its zeros)
-  const int64_t tok0 = sq.bos + c * kC;
-  const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
-  PreparedChunk& out = static_cast<PreparedChunk*>(p.prepared)[slot * p.Hv + h];
-
-  const HeadGate hg = head_gate(p, h);
-  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
-  load_token_rows<kThreads>(p.q, n, tok0, rows, j, &s.q[0][0][0], tid);
-  load_token_rows<kThreads>(p.k, n, tok0, rows, j, &s.k[0][0][0], tid);
-  cp_async_commit();
-  if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+  PrepChunk pc;
+  if (!prep_chunk(p, pc)) return;
+  const int64_t n = pc.n, tok0 = pc.tok0;
+  const int h = pc.h, rows = pc.rows;
+  PreparedChunk& out = *pc.out;
+  prep_chunk_start<PaddedTiles>(p, pc, s, tid, warp, lane);
   cp_async_wait<0>();
   __syncthreads();
   if (p.l2norm) {
@@ -128,12 +161,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
   }
   static_assert(CoreTiles::W::at(8 + 7, 8) == 8 * ((1 << 7) + (1 << 3) + 7), "-W's pieces in KMajorAt<kK> order");
-  if (tid < kC) {  // G and the chain's per-token factors (chunked_steps.cuh's expressions)
-    const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
-    out.tiles.G[tid] = s.G[tid];
-    out.tiles.q_f[tid] = output_factor<false>(own, tid);
-    out.tiles.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
-  }
+  store_prepared_factors(s, out.tiles, tid);
 }
 
 // The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
@@ -150,24 +178,10 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t slot = blockIdx.x;
-  const int h = int(blockIdx.y);
-  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
-
-  int64_t n = 0, c = 0;
-  if (!slot_owner(p, slot, n, c)) return;  // a slot no chunk uses
-  Sequence sq;
-  if (!resolve_sequence(p, n, sq) || sq.slot < 0) return;  // flagged, or padding (the chain writes its zeros)
-  const int64_t tok0 = sq.bos + c * kC;
-  const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
-  PreparedChunk& out = static_cast<PreparedChunk*>(p.prepared)[slot * p.Hv + h];
-
-  const HeadGate hg = head_gate(p, h);
-  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
-  load_token_rows<kThreads, CoreTiles::Q>(p.q, n, tok0, rows, j, &s.q[0][0][0], tid);
-  load_token_rows<kThreads, CoreTiles::K>(p.k, n, tok0, rows, j, &s.k[0][0][0], tid);
-  cp_async_commit();
-  if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+  PrepChunk pc;
+  if (!prep_chunk(p, pc)) return;
+  PreparedChunk& out = *pc.out;
+  prep_chunk_start<CoreTiles>(p, pc, s, tid, warp, lane);
   cp_async_wait<0>();
   fence_shared_for_wgmma();  // this thread's q, k copies -> wgmma
   __syncthreads();
@@ -182,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     wgmma_key_products_store<M>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
   }
   __syncthreads();  // q is read (every warpgroup's products complete): v takes its place
-  load_token_rows<kThreads, CoreTiles::V>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
+  load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, pc.h, &s.v[0][0][0], tid);
   cp_async_commit();
   invert_unit_lower(s, warp, lane);
   __syncthreads();
@@ -212,12 +226,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     const int idx = tid + kThreads * i;
     *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[0][0] + 8 * idx);
   }
-  if (tid < kC) {  // G and the chain's per-token factors (chunked_steps.cuh's expressions)
-    const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
-    out.tiles.G[tid] = s.G[tid];
-    out.tiles.q_f[tid] = output_factor<false>(own, tid);
-    out.tiles.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
-  }
+  store_prepared_factors(s, out.tiles, tid);
 #endif
 }
 inline constexpr size_t kPrepWgmmaSmemBytes = sizeof(PrepSmem) + 1024;  // from the first 1024-byte boundary
