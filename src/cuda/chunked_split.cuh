@@ -3,12 +3,16 @@
 // chunks (the chain of window w beside the preparation of window w + 1: chunked_host.cpp).
 //   prepare  one CTA of 8 warps per (chunk slot, value head), all chunks at once, two CTAs an
 //            SM: the state-independent steps of chunked_steps.cuh (gates, norms, m and P, the
-//            inverse, T, -W, U), written out as a PreparedChunk.
+//            inverse, T, -W, U), written out as a PreparedChunk; for the wgmma chain with the
+//            fused kernel's wgmma products (chunk_prepare_wgmma_kernel), else on mma.sync.
 //   chain    per (sequence, value head, block of kChainRows state rows): on sm_90a the wgmma
 //            chain, one warpgroup whose m64n128 accumulators hold the rows' f32 state, its
 //            chunk's tiles landing by bulk copies and TMA; elsewhere (or GDN_CHUNKED_CHAIN=mma)
 //            the key-half chain, kChainWarps warps with the state split over two warps by key
-//            columns, copying by cp.async. Per chunk: D = U - W S^T, O, the next state.
+//            columns, copying by cp.async. Per chunk: D = U - W S^T, O, the next state. (The
+//            sequence split's pass 1 on wgmma runs a middle segment's two runs in one CTA of two
+//            warpgroups.)
+//   combine  the sequence split's segment start states, between its two chain passes.
 //            (The full chain, one CTA of all 128 rows on mma.sync, is the third shape.)
 // The roundings are the fused kernel's, step for step; only the order of some f32 sums differs
 // (the key-half chain sums the two key halves apart, then adds them). The prepared tiles' layout
