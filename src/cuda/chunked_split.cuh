@@ -12,8 +12,8 @@
 //            columns, copying by cp.async. Per chunk: D = U - W S^T, O, the next state. (The
 //            sequence split's pass 1 on wgmma runs a middle segment's two runs in one CTA of two
 //            warpgroups.)
-//   combine  the sequence split's segment start states, between its two chain passes.
 //            (The full chain, one CTA of all 128 rows on mma.sync, is the third shape.)
+//   combine  the sequence split's segment start states, between its two chain passes.
 // The roundings are the fused kernel's, step for step; only the order of some f32 sums differs
 // (the key-half chain sums the two key halves apart, then adds them). The prepared tiles' layout
 // follows the chain that runs (runs_wgmma_chain). Included by one .cu per input dtype.
