@@ -232,7 +232,7 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
       return launch.split(whole, maps, stream);
     }
     for (int64_t w = 0; w < windows && e == cudaSuccess; ++w) {
-      e = launch.prepare(window(w), stream);
+      e = launch.prepare(window(w), maps, stream);
       if (e == cudaSuccess) e = launch.window_chain(window(w), maps, stream);
     }
     return e;
@@ -251,7 +251,7 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
     }
     return e;
   };
-  if (!ok(launch.prepare(window(0), stream)) || !ok(cudaEventRecord(prepared(0), stream))) return join_on_error();
+  if (!ok(launch.prepare(window(0), maps, stream)) || !ok(cudaEventRecord(prepared(0), stream))) return join_on_error();
   for (int64_t w = 0; w < windows; ++w) {
     if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(launch.window_chain(window(w), maps, chain_stream)) ||
         !ok(cudaEventRecord(chained(w), chain_stream)))
@@ -259,7 +259,7 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
     if (w + 1 < windows) {
       if (w + 1 >= ck::kWindowBuffers && !ok(cudaStreamWaitEvent(stream, chained(w + 1 - ck::kWindowBuffers), 0)))
         return join_on_error();
-      if (!ok(launch.prepare(window(w + 1), stream)) || !ok(cudaEventRecord(prepared(w + 1), stream)))
+      if (!ok(launch.prepare(window(w + 1), maps, stream)) || !ok(cudaEventRecord(prepared(w + 1), stream)))
         return join_on_error();
     }
   }

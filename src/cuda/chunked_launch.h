@@ -18,7 +18,7 @@ struct ChunkedLaunchers {
   // windows: the split kernels' shared-memory limits (once per call), then per window its
   // preparation and its chain (p.window_begin, p.window_chunks, p.seg_pass = kPassWindow)
   cudaError_t (*split_limits)();
-  cudaError_t (*prepare)(const ChunkParams& p, cudaStream_t stream);
+  cudaError_t (*prepare)(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream);
   cudaError_t (*window_chain)(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream);
   // whether the wgmma chain's loaded code has wgmma (built for sm_90a, not JIT-compiled from the
   // portable PTX)

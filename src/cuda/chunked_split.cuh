@@ -96,16 +96,18 @@ __device__ __forceinline__ bool prep_chunk(const ChunkParams& p, PrepChunk& pc) 
   return true;
 }
 
-// The chunk's start: q and k rows in flight (laid out as L), the gates formed by warp 0, rq and
-// rk 1 without the L2 norm.
-template <class L>
+// The chunk's start: q and k rows in flight (laid out as L; by cp.async unless kCopies is
+// false, the caller's TMA), the gates formed by warp 0, rq and rk 1 without the L2 norm.
+template <class L, bool kCopies = true>
 __device__ __forceinline__ void prep_chunk_start(const ChunkParams& p, const PrepChunk& pc, PrepSmem& s, int tid,
                                                  int warp, int lane) {
   const HeadGate hg = head_gate(p, pc.h);
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
-  load_token_rows<kThreads, typename L::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
-  load_token_rows<kThreads, typename L::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
-  cp_async_commit();
+  if (kCopies) {
+    load_token_rows<kThreads, typename L::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
+    load_token_rows<kThreads, typename L::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
+    cp_async_commit();
+  }
   if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
 }
 
@@ -169,7 +171,9 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 }
 
 // The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
-// preparation on one chunk. q, k, v land swizzled (CoreTiles, by cp.async); Kc Kc^T and Qc Kc^T,
+// preparation on one chunk. q, k, v land swizzled (CoreTiles) by TMA, one thread issuing the
+// boxes (the fused kernel's maps; a packed sequence's partial chunk, or views TMA cannot
+// describe, by cp.async as the fused kernel copies them); Kc Kc^T and Qc Kc^T,
 // -W and U run on wgmma (wgmma_key_products_*, wgmma_minus_w_new_values), where the mma.sync
 // kernel above spends a third of its time in those products and their ldmatrix traffic. P goes
 // straight to the prepared chunk, -W is already in its layout (one contiguous copy), U^T's
@@ -177,17 +181,38 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 // GDN_CHUNKED_PREPARE=mma runs the kernel above instead.
 template <class M>
 __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
-    chunk_prepare_wgmma_kernel(const __grid_constant__ ChunkParams p) {
+    chunk_prepare_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  __shared__ uint64_t landed[2];  // q and k, then v, have landed (mbarriers, one phase each)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   PrepChunk pc;
   if (!prep_chunk(p, pc)) return;
   PreparedChunk& out = *pc.out;
-  prep_chunk_start<CoreTiles>(p, pc, s, tid, warp, lane);
-  cp_async_wait<0>();
-  fence_shared_for_wgmma();  // this thread's q, k copies -> wgmma
+  const bool tma = maps.on && !(p.cu_seqlens && pc.rows < kC);  // uniform over the CTA
+  constexpr uint32_t kBoxBytes = kC * 64 * 2;
+  const int seq = p.cu_seqlens ? 0 : int(pc.n), tok = int(pc.tok0);  // the maps' coordinates
+  if (tma) {
+    if (tid == 0) {
+      mbarrier_init(&landed[0], 1);
+      mbarrier_init(&landed[1], 1);
+      fence_mbarrier_init();
+      mbarrier_arrive_expect(&landed[0], 4 * kBoxBytes);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        tma_load_4d(&s.q[0][0][0] + half * kC * 64, &maps.q, &landed[0], 64 * half, pc.j, tok, seq);
+        tma_load_4d(&s.k[0][0][0] + half * kC * 64, &maps.k, &landed[0], 64 * half, pc.j, tok, seq);
+      }
+    }
+    prep_chunk_start<CoreTiles, false>(p, pc, s, tid, warp, lane);
+    __syncthreads();  // the mbarriers are initialised before anyone waits on them
+    mbarrier_wait(&landed[0], 0u);
+  } else {
+    prep_chunk_start<CoreTiles>(p, pc, s, tid, warp, lane);
+    cp_async_wait<0>();
+    fence_shared_for_wgmma();  // this thread's q, k copies -> wgmma
+  }
   __syncthreads();
   if (p.l2norm) {
     row_norms<M, CoreTiles>(s, 0, warp, lane);
@@ -199,9 +224,17 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     wgmma_wait<0>();
     wgmma_key_products_store<M>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
   }
+  if (tma) fence_shared_for_wgmma();  // this thread's reads of q (the norms) -> the TMA that overwrites it
   __syncthreads();  // q is read (every warpgroup's products complete): v takes its place
-  load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, pc.h, &s.v[0][0][0], tid);
-  cp_async_commit();
+  if (!tma) {
+    load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, pc.h, &s.v[0][0][0], tid);
+    cp_async_commit();
+  } else if (tid == 0) {
+    mbarrier_arrive_expect(&landed[1], 2 * kBoxBytes);
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      tma_load_4d(&s.v[0][0][0] + half * kC * 64, &maps.v, &landed[1], 64 * half, pc.h, tok, seq);
+  }
   invert_unit_lower(s, warp, lane);
   __syncthreads();
   gate_inverse<M, CoreTiles>(s, tid);  // T's blocks on and below the diagonal
@@ -215,7 +248,10 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       *reinterpret_cast<uint4*>(half + at) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
-  cp_async_wait<0>();
+  if (tma)
+    mbarrier_wait(&landed[1], 0u);
+  else
+    cp_async_wait<0>();
   fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
   __syncthreads();
   float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
@@ -980,13 +1016,14 @@ cudaError_t set_split_smem_limits() {
 }
 
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
-// The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma.
+// The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma (with the maps
+// when on).
 template <class M>
-cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
+cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   if (p.chunk_slots <= 0) return cudaSuccess;
   const dim3 grid(unsigned(p.chunk_slots), unsigned(p.Hv));
   if (runs_wgmma_chain(p) && !p.prepare_mma)
-    chunk_prepare_wgmma_kernel<M><<<grid, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p);
+    chunk_prepare_wgmma_kernel<M><<<grid, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p, maps);
   else
     chunk_prepare_kernel<M><<<grid, dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
   return cudaGetLastError();
@@ -1025,7 +1062,7 @@ cudaError_t launch_window_chain(const ChunkParams& p, const TileMaps& maps, cuda
 template <class M>
 cudaError_t launch_chunked_split(ChunkParams p, const TileMaps& maps, cudaStream_t stream) {
   cudaError_t e = set_split_smem_limits<M>();
-  if (e == cudaSuccess) e = launch_prepare<M>(p, stream);
+  if (e == cudaSuccess) e = launch_prepare<M>(p, maps, stream);
   if (e != cudaSuccess) return e;
   if (p.segments < 2) {
     p.seg_pass = 0;
