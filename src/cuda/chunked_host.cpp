@@ -99,7 +99,8 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v && *v ? std::atoll(v) : fallback;
 }
 
-// The q, k, v, o tensor maps (tensor_map.h) of the fused kernel and the wgmma chain, on GPUs
+// The q, k, v, o tensor maps (tensor_map.h) of the fused kernel, the wgmma chain and its
+// prepare kernel, on GPUs
 // whose code takes them (compute capability 9.x: the sm_90a build); false (cp.async copies)
 // where a view does not fit TMA. GDN_CHUNKED_TMA=0 keeps the cp.async copies (the tests run both).
 bool token_tile_maps(const Problem& p, const ck::ChunkParams& c, ck::TileMaps& maps) {
