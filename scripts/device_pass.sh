@@ -37,11 +37,13 @@
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
 #              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
-#              KERNELS_METRICS (default gpu__time_duration.sum) the Nsight Compute metrics;
+#              KERNELS_METRICS (default gpu__time_duration.sum) the Nsight Compute metrics,
+#              KERNELS_LIBS the builds ("lib NAME ...", default lib);
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
-#              those samples by stretch between barriers (scripts/ncu_regions.py).
+#              those samples by stretch between barriers (scripts/ncu_regions.py); PROFILE_LIB
+#              the build (default lib).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   bash scripts/device_pass.sh --add-lib NAME FILE   # another build's libgdn.so, for compare
@@ -132,7 +134,7 @@ if has chunked; then
   for d in $( [ -n "${CHUNKED_SANITIZE-lib}" ] && builds "${CHUNKED_SANITIZE-lib}"); do
     name=$(basename "$d")
     for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
-                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
+                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
       tool=${spec%%:*} filter=${spec#*:}
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         --print-limit 20 "$BIN/cuda_chunked_test" --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool-$name.log" 2>&1
@@ -235,23 +237,28 @@ if has kernels; then  # each chunked kernel's duration (Nsight Compute, one laun
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
   mkdir -p "$WORK/kernels"
   IFS=';' read -ra settings <<< "${KERNELS_ENVS:-GDN_CHUNKED_FORM=split2 GDN_CHUNKED_WINDOWS=0}"
-  for i in "${!settings[@]}"; do
-    log="$WORK/kernels/$i.log"
-    env ${settings[$i]} timeout 150 "$NCU" --clock-control none -k "regex:${KERNELS_REGEX:-chunk}" \
-      --launch-count "${KERNELS_COUNT:-6}" --metrics "${KERNELS_METRICS:-gpu__time_duration.sum}" --csv \
-      python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" --out /tmp/ncu-kernels \
-      --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 > "$log" 2>&1
-    note "== kernels (${settings[$i]}, ${KERNELS_CASE:-prefill-1x16384}): rc=$?"
-    grep -E '"(gpu|dram|lts|sm|l1tex)__' "$log" | awk -F'","' '{print $5, $(NF-2), $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
+  for d in $(builds "${KERNELS_LIBS:-lib}"); do
+    name=$(basename "$d")
+    for i in "${!settings[@]}"; do
+      log="$WORK/kernels/$name-$i.log"
+      LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 env ${settings[$i]} timeout 150 "$NCU" --clock-control none \
+        -k "regex:${KERNELS_REGEX:-chunk}" --launch-count "${KERNELS_COUNT:-6}" \
+        --metrics "${KERNELS_METRICS:-gpu__time_duration.sum}" --csv \
+        python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" --out /tmp/ncu-kernels \
+        --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 > "$log" 2>&1
+      note "== kernels ($name: ${settings[$i]}, ${KERNELS_CASE:-prefill-1x16384}): rc=$?"
+      grep -E '"(gpu|dram|lts|sm|l1tex)__' "$log" | awk -F'","' '{print $5, $(NF-2), $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
+    done
   done
 fi
 
 if has profile; then
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
   P=$WORK/profile
-  GDN_CHUNKED_FORM=${PROFILE_FORM:-} timeout 200 "$NCU" --clock-control none -k "regex:${NCU_KERNEL:-chunk_chain_kernel}" \
-    --launch-skip 1 --launch-count 1 --set full --import-source no -f -o /tmp/prof \
-    python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" --out /tmp/ncu-bench \
+  PL=$(builds "${PROFILE_LIB:-lib}")
+  LD_LIBRARY_PATH=$PWD/$PL:/usr/local/cuda/lib64 GDN_CHUNKED_FORM=${PROFILE_FORM:-} timeout 200 "$NCU" --clock-control none \
+    -k "regex:${NCU_KERNEL:-chunk_chain_kernel}" --launch-skip 1 --launch-count 1 --set full --import-source no -f -o /tmp/prof \
+    python3 bench/bench_prefill.py --lib "$PWD/$PL/libgdn.so" --out /tmp/ncu-bench \
     --cases "${PROFILE_CASE:-prefill-1x4096}" --no-peer --rep 5 > "$P/ncu.log" 2>&1
   note "== profile: rc=$? ($(elapsed))"
   "$NCU" --import /tmp/prof.ncu-rep --page details > "$P/details.txt" 2>> "$P/ncu.log"

@@ -353,6 +353,13 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   c.chain_wgmma = split && plan.wgmma_chain;
   const char* prepare = std::getenv("GDN_CHUNKED_PREPARE");  // mma: the mma.sync prepare kernel (A/B runs)
   c.prepare_mma = prepare && std::strcmp(prepare, "mma") == 0;
+  // The wgmma prepare kernel's head groups, except beside an overlapped window's chain: that
+  // chain's CTAs start only where the preparation's CTAs have left whole SMs, and a group's
+  // CTA lasts a head's time per head (measured: 1 x 65536 9% slower with groups of two).
+  const int64_t forced_heads = env_int("GDN_CHUNKED_PREP_HEADS", 0);
+  c.prep_heads = forced_heads <= 0 && windows && plan.windows.overlap
+                     ? 1
+                     : ck::prep_group_heads(c.ratio, int(forced_heads));
   ck::TileMaps maps;
   if (!split || c.chain_wgmma) maps.on = token_tile_maps(p, c, maps);
   cudaError_t e;

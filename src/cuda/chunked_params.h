@@ -37,6 +37,8 @@ struct ChunkParams : BatchParams {
   float* window_state = nullptr;  // workspace: [N, Hv, V, K] f32, the state between windows
   int32_t prepare_mma = 0;        // with the wgmma chain: the mma.sync prepare kernel all the same
                                   // (GDN_CHUNKED_PREPARE=mma; else chunk_prepare_wgmma_kernel)
+  int32_t prep_heads = 1;         // value heads a wgmma prepare CTA takes (prep_group_heads): a
+                                  // divisor of the ratio, all sharing one key head
 };
 
 // The second parameter block of the fused kernel and of the wgmma chain (its own, so that

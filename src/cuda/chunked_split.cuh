@@ -74,8 +74,8 @@ __host__ __device__ __forceinline__ bool runs_wgmma_chain(const ChunkParams& p) 
 
 // ---- prepare
 
-// The chunk a prepare CTA works on (chunk slot blockIdx.x, value head blockIdx.y), or false for
-// a slot no chunk uses, a flagged sequence, or padding (the chain writes its zeros).
+// The chunk a prepare CTA works on (chunk slot blockIdx.x, value head h), or false for a slot
+// no chunk uses, a flagged sequence, or padding (the chain writes its zeros).
 struct PrepChunk {
   int h, j;  // value head, key / query head
   int64_t n, c, tok0;
@@ -83,36 +83,46 @@ struct PrepChunk {
   Sequence sq;
   PreparedChunk* out;
 };
-__device__ __forceinline__ bool prep_chunk(const ChunkParams& p, PrepChunk& pc) {
+__device__ __forceinline__ PreparedChunk* prepared_chunk(const ChunkParams& p, int h) {
+  return static_cast<PreparedChunk*>(p.prepared) + int64_t(blockIdx.x) * p.Hv + h;
+}
+__device__ __forceinline__ bool prep_chunk(const ChunkParams& p, PrepChunk& pc, int h) {
   const int64_t slot = blockIdx.x;
-  pc.h = int(blockIdx.y);
+  pc.h = h;
   pc.j = p.tiled ? pc.h % p.Hk : pc.h / p.ratio;
   pc.n = pc.c = 0;
   if (!slot_owner(p, slot, pc.n, pc.c)) return false;
   if (!resolve_sequence(p, pc.n, pc.sq) || pc.sq.slot < 0) return false;
   pc.tok0 = pc.sq.bos + pc.c * kC;
   pc.rows = int(pc.sq.len - pc.c * kC < kC ? pc.sq.len - pc.c * kC : kC);
-  pc.out = static_cast<PreparedChunk*>(p.prepared) + slot * p.Hv + pc.h;
+  pc.out = prepared_chunk(p, pc.h);
   return true;
 }
 
-// The chunk's start: q and k rows in flight (laid out as L; by cp.async unless kCopies is
-// false, the caller's TMA), the gates formed by warp 0, rq and rk 1 without the L2 norm.
-template <class L, bool kCopies = true>
+// Value head i (0 .. p.prep_heads - 1) of the wgmma prepare CTA's group blockIdx.y: the group's
+// heads share one key head (p.prep_heads divides the ratio). Block map: heads j ratio ..
+// j ratio + ratio - 1 of key head j, in groups of prep_heads; tiled: heads j, j + Hk, ...
+__device__ __forceinline__ int prep_group_head(const ChunkParams& p, int i) {
+  const int y = int(blockIdx.y);
+  if (!p.tiled) return y * p.prep_heads + i;
+  return y % p.Hk + p.Hk * ((y / p.Hk) * p.prep_heads + i);
+}
+
+// The mma.sync prepare kernel's chunk start: q and k rows in flight by cp.async, the gates
+// formed by warp 0, rq and rk 1 without the L2 norm.
 __device__ __forceinline__ void prep_chunk_start(const ChunkParams& p, const PrepChunk& pc, PrepSmem& s, int tid,
                                                  int warp, int lane) {
-  const HeadGate hg = head_gate(p, pc.h);
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
-  if (kCopies) {
-    load_token_rows<kThreads, typename L::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
-    load_token_rows<kThreads, typename L::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
-    cp_async_commit();
-  }
-  if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
+  load_token_rows<kThreads>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
+  load_token_rows<kThreads>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
+  cp_async_commit();
+  if (warp == 0)
+    chunk_gates(p, s.G, s.beta, head_gate(p, pc.h), load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
 }
 
 // G and the chain's per-token factors (chunked_steps.cuh's expressions) into the prepared chunk.
-__device__ __forceinline__ void store_prepared_factors(const PrepSmem& s, PreparedTiles& out, int tid) {
+template <class Sm>
+__device__ __forceinline__ void store_prepared_factors(const Sm& s, PreparedTiles& out, int tid) {
   if (tid < kC) {
     const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
     out.G[tid] = s.G[tid];
@@ -127,11 +137,11 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   PrepChunk pc;
-  if (!prep_chunk(p, pc)) return;
+  if (!prep_chunk(p, pc, int(blockIdx.y))) return;
   const int64_t n = pc.n, tok0 = pc.tok0;
   const int h = pc.h, rows = pc.rows;
   PreparedChunk& out = *pc.out;
-  prep_chunk_start<PaddedTiles>(p, pc, s, tid, warp, lane);
+  prep_chunk_start(p, pc, s, tid, warp, lane);
   cp_async_wait<0>();
   __syncthreads();
   if (p.l2norm) {
@@ -171,28 +181,48 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 }
 
 // The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
-// preparation on one chunk. q, k, v land swizzled (CoreTiles) by TMA, one thread issuing the
-// boxes (the fused kernel's maps; a packed sequence's partial chunk, or views TMA cannot
-// describe, by cp.async as the fused kernel copies them); Kc Kc^T and Qc Kc^T,
-// -W and U run on wgmma (wgmma_key_products_*, wgmma_minus_w_new_values), where the mma.sync
-// kernel above spends a third of its time in those products and their ldmatrix traffic. P goes
-// straight to the prepared chunk, -W is already in its layout (one contiguous copy), U^T's
-// accumulators are the mma.sync kernel's fragments. The same sums in the same precision.
-// GDN_CHUNKED_PREPARE=mma runs the kernel above instead.
-template <class M>
+// preparation of one chunk for p.prep_heads value heads of one key head (prep_group_head), one
+// after the other. q and k land once for them all, v for each head (the first head's issued
+// after its key products, as q and k's landing waits on nothing else; each next head's after
+// the head before's U, landing while the next key products and the inverse run), all
+// swizzled (CoreTiles) by TMA, one thread issuing the boxes
+// (the fused kernel's maps; a packed sequence's partial chunk, or views TMA cannot describe, by
+// cp.async as the fused kernel copies them). Per head: Kc Kc^T and Qc Kc^T on wgmma again (a
+// few tensor instructions: the f32 products would not fit beside the rest in registers) and
+// their epilogue with the head's gates, the inverse, T and Xw, -W and U on wgmma
+// (wgmma_minus_w_new_values). P goes straight to the prepared chunk, -W is already in its
+// layout (one contiguous copy), U^T's accumulators are the mma.sync kernel's fragments. The
+// same sums in the same precision as the mma.sync kernel above, which GDN_CHUNKED_PREPARE=mma
+// runs instead. Two instances: kGroup for p.prep_heads > 1, and one head a CTA (without the
+// loop's live values: 118 registers against 128).
+template <class M, bool kGroup>
 __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     chunk_prepare_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  PrepSmem& s = *reinterpret_cast<PrepSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  __shared__ uint64_t landed[2];  // q and k, then v, have landed (mbarriers, one phase each)
+  PrepWgSmem& s = *reinterpret_cast<PrepWgSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  __shared__ uint64_t landed[2];  // q and k have landed (one phase); v (a phase a head)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  constexpr int kGateWarp = 4;  // forms the next head's gates while warps 0..3 substitute
   PrepChunk pc;
-  if (!prep_chunk(p, pc)) return;
-  PreparedChunk& out = *pc.out;
+  if (!prep_chunk(p, pc, prep_group_head(p, 0))) return;
+  const int heads = kGroup ? p.prep_heads : 1;
   const bool tma = maps.on && !(p.cu_seqlens && pc.rows < kC);  // uniform over the CTA
   constexpr uint32_t kBoxBytes = kC * 64 * 2;
   const int seq = p.cu_seqlens ? 0 : int(pc.n), tok = int(pc.tok0);  // the maps' coordinates
+  // head h's v rows into s.v (TMA: on landed[1], by thread 0)
+  const auto load_v = [&](int h) {
+    if (!tma) {
+      load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, h, &s.v[0][0][0], tid);
+      cp_async_commit();
+    } else if (tid == 0) {
+      mbarrier_arrive_expect(&landed[1], 2 * kBoxBytes);
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        tma_load_4d(&s.v[0][0][0] + half * kC * 64, &maps.v, &landed[1], 64 * half, h, tok, seq);
+    }
+  };
+  if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
   if (tma) {
     if (tid == 0) {
       mbarrier_init(&landed[0], 1);
@@ -205,73 +235,88 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
         tma_load_4d(&s.k[0][0][0] + half * kC * 64, &maps.k, &landed[0], 64 * half, pc.j, tok, seq);
       }
     }
-    prep_chunk_start<CoreTiles, false>(p, pc, s, tid, warp, lane);
+  } else {
+    load_token_rows<kThreads, CoreTiles::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
+    load_token_rows<kThreads, CoreTiles::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
+    load_v(pc.h);  // one commit group with q and k
+  }
+  if (warp == 0) chunk_gates(p, s.G, s.beta, head_gate(p, pc.h), load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
+  if (tma) {
     __syncthreads();  // the mbarriers are initialised before anyone waits on them
     mbarrier_wait(&landed[0], 0u);
   } else {
-    prep_chunk_start<CoreTiles>(p, pc, s, tid, warp, lane);
     cp_async_wait<0>();
-    fence_shared_for_wgmma();  // this thread's q, k copies -> wgmma
+    fence_shared_for_wgmma();  // this thread's q, k, v copies -> wgmma
   }
   __syncthreads();
   if (p.l2norm) {
     row_norms<M, CoreTiles>(s, 0, warp, lane);
     __syncthreads();
   }
-  {
-    float kk[4][4], qk[4][4];
-    wgmma_key_products_issue<M>(s, 0, warp, kk, qk);
-    wgmma_wait<0>();
-    wgmma_key_products_store<M>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
-  }
-  if (tma) fence_shared_for_wgmma();  // this thread's reads of q (the norms) -> the TMA that overwrites it
-  __syncthreads();  // q is read (every warpgroup's products complete): v takes its place
-  if (!tma) {
-    load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, pc.h, &s.v[0][0][0], tid);
-    cp_async_commit();
-  } else if (tid == 0) {
-    mbarrier_arrive_expect(&landed[1], 2 * kBoxBytes);
+  for (int i = 0; i < heads; ++i) {
+    const int h = i == 0 ? pc.h : prep_group_head(p, i);
+    const int h_next = i + 1 < heads ? prep_group_head(p, i + 1) : h;
+    PreparedChunk& out = *prepared_chunk(p, h);
+    RawGates gates_next;  // kGateWarp: the next head's gate inputs, in flight through the products
+    if (warp == kGateWarp && i + 1 < heads) gates_next = load_raw_gates(p, pc.n, pc.sq, h_next, pc.c, lane);
+    {
+      float kk[4][4], qk[4][4];
+      wgmma_key_products_issue<M>(s, 0, warp, kk, qk);
+      if (i > 0) __syncthreads();  // the head's G and beta (kGateWarp, the head before's end)
+      wgmma_wait<0>();
+      wgmma_key_products_store<M>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
+    }
+    __syncthreads();  // m is complete
+    if (i == 0 && tma) load_v(h);  // not with q and k: it delayed their landing (Nsight Compute:
+                                   // the kernel 5% slower, its wait for them 22 -> 25% of the samples)
+    if (warp == kGateWarp && i + 1 < heads)
+      chunk_gates(p, s.G_next, s.beta_next, head_gate(p, h_next), gates_next, pc.rows, lane);
+    invert_unit_lower(s, warp, lane);
+    __syncthreads();  // X is complete, m is dead: T takes its place, Xw the merge scratch's
+    gate_inverse<M, CoreTiles>(s, tid);  // T's blocks on and below the diagonal
+    {  // and its six above it as zeros (wgmma reads them; m had their space): 4 core matrices of
+       // 128 bytes a block, hi and lo
+      for (int e = tid; e < 2 * 6 * 4 * 8; e += kThreads) {
+        const int b = (e >> 5) % 6, core = (e >> 3) & 3, piece = e & 7;  // blocks (0, 1..3), (1, 2..3), (2, 3)
+        const int bi = b < 3 ? 0 : b < 5 ? 1 : 2, bj = b < 3 ? b + 1 : b < 5 ? b - 1 : 3;
+        uint16_t* half = e < 6 * 4 * 8 ? &s.t.hi[0][0] : &s.t.lo[0][0];
+        const int at = CoreTiles::T::at(16 * bi + 8 * (core >> 1), 16 * bj + 8 * (core & 1)) + 8 * piece;
+        *reinterpret_cast<uint4*>(half + at) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    if (tma)
+      mbarrier_wait(&landed[1], uint32_t(i) & 1u);
+    else
+      cp_async_wait<0>();
+    fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
+    __syncthreads();  // X is read: -W takes its place
+    float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
+    wgmma_minus_w_new_values<M>(s, 0, warp, lane, D);
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
-      tma_load_4d(&s.v[0][0][0] + half * kC * 64, &maps.v, &landed[1], 64 * half, pc.h, tok, seq);
-  }
-  invert_unit_lower(s, warp, lane);
-  __syncthreads();
-  gate_inverse<M, CoreTiles>(s, tid);  // T's blocks on and below the diagonal
-  {  // and its six above it as zeros (wgmma reads them; the merge scratch shared their space):
-     // 4 core matrices of 128 bytes a block, hi and lo
-    for (int i = tid; i < 2 * 6 * 4 * 8; i += kThreads) {
-      const int b = (i >> 5) % 6, core = (i >> 3) & 3, piece = i & 7;  // blocks (0, 1..3), (1, 2..3), (2, 3)
-      const int bi = b < 3 ? 0 : b < 5 ? 1 : 2, bj = b < 3 ? b + 1 : b < 5 ? b - 1 : 3;
-      uint16_t* half = i < 6 * 4 * 8 ? &s.t.hi[0][0] : &s.t.lo[0][0];
-      const int at = CoreTiles::T::at(16 * bi + 8 * (core >> 1), 16 * bj + 8 * (core & 1)) + 8 * piece;
-      *reinterpret_cast<uint4*>(half + at) = make_uint4(0u, 0u, 0u, 0u);
+    for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
+      out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+    if (kGroup && tma) fence_shared_for_wgmma();  // this thread's reads of v -> the TMA that refills it
+    __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's; v is read
+    if (i + 1 < heads) load_v(h_next);
+    static_assert(sizeof(PreparedTiles::w_neg) == kC * kK * 2, "-W's 16 KB, one piece a thread and step");
+#pragma unroll
+    for (int e = 0; e < kC * kK / 8 / kThreads; ++e) {
+      const int idx = tid + kThreads * e;
+      *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[0][0] + 8 * idx);
+    }
+    if (warp == kGateWarp) {  // G and the chain's factors (the last reader of G), then the next head's gates
+#pragma unroll
+      for (int e = 0; e < 2; ++e) store_prepared_factors(s, out.tiles, 2 * lane + e);
+      __syncwarp();
+      if (i + 1 < heads) {
+        *reinterpret_cast<float2*>(&s.G[2 * lane]) = *reinterpret_cast<const float2*>(&s.G_next[2 * lane]);
+        *reinterpret_cast<float2*>(&s.beta[2 * lane]) = *reinterpret_cast<const float2*>(&s.beta_next[2 * lane]);
+      }
     }
   }
-  if (tma)
-    mbarrier_wait(&landed[1], 0u);
-  else
-    cp_async_wait<0>();
-  fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
-  __syncthreads();
-  float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
-  wgmma_minus_w_new_values<M>(s, 0, warp, lane, D);
-#pragma unroll
-  for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
-    out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
-  __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's
-  static_assert(sizeof(PreparedTiles::w_neg) == kC * kK * 2, "-W's 16 KB, one piece a thread and step");
-#pragma unroll
-  for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {
-    const int idx = tid + kThreads * i;
-    *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[0][0] + 8 * idx);
-  }
-  store_prepared_factors(s, out.tiles, tid);
 #endif
 }
-inline constexpr size_t kPrepWgmmaSmemBytes = sizeof(PrepSmem) + 1024;  // from the first 1024-byte boundary
-static_assert(offsetof(PrepSmem, q) == 0 && offsetof(PrepSmem, k) % 1024 == 0,
-              "the prepare kernel's q, v and k tiles start at 1024-byte boundaries (swizzle)");
+inline constexpr size_t kPrepWgmmaSmemBytes = sizeof(PrepWgSmem) + 1024;  // from the first 1024-byte boundary
 static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok && CoreTiles::W::at(kC - 1, kK - 1) < kC * kLdTok,
               "the swizzled and core-matrix tiles fit the padded tiles' space");
 
@@ -995,7 +1040,10 @@ cudaError_t set_split_smem_limits() {
   cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(sizeof(PrepSmem)));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kPrepWgmmaSmemBytes));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kPrepWgmmaSmemBytes));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, kVSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1017,14 +1065,19 @@ cudaError_t set_split_smem_limits() {
 
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
 // The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma (with the maps
-// when on).
+// when on), p.prep_heads value heads a CTA.
 template <class M>
 cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   if (p.chunk_slots <= 0) return cudaSuccess;
   const dim3 grid(unsigned(p.chunk_slots), unsigned(p.Hv));
-  if (runs_wgmma_chain(p) && !p.prepare_mma)
-    chunk_prepare_wgmma_kernel<M><<<grid, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p, maps);
-  else
+  if (runs_wgmma_chain(p) && !p.prepare_mma) {
+    if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
+    const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
+    if (p.prep_heads > 1)
+      chunk_prepare_wgmma_kernel<M, true><<<groups, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p, maps);
+    else
+      chunk_prepare_wgmma_kernel<M, false><<<groups, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p, maps);
+  } else
     chunk_prepare_kernel<M><<<grid, dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
   return cudaGetLastError();
 }

@@ -217,6 +217,55 @@ inline constexpr int kPrepCtasPerSm = 2;
 static_assert(offsetof(PrepSmem, x) % 16 == 0 && offsetof(PrepSmem, m) % 16 == 0 && offsetof(PrepSmem, t) % 16 == 0,
               "f32 tiles take float4 loads and float2 stores");
 
+// The wgmma prepare kernel's tiles (sm_90a): one chunk for every value head of a group that
+// shares a key head (prep_group_heads). q and k stay for the whole group (the key products are
+// formed again for each head's gates), v is the current head's (the next head's lands while
+// the key products and the inverse run), all three 128-byte swizzled at 1024-byte boundaries.
+// Each later phase's tiles take the space of an earlier phase's dead ones:
+//   m (the inverse's f32 input)        then T (gate_inverse writes it once the inverse is done)
+//   X (the inverse, f32)               then -W (written once gate_inverse has read X)
+//   the inverse's merge scratch        then Xw
+// About 106 KB: two CTAs an SM. G_next / beta_next: the next head's gates, formed during the
+// inverse's first phase (where warps 4..7 wait).
+struct PrepWgSmem {
+  uint16_t q[1][kC][kLdTok];  // [C, K] query rows (CoreTiles::Q)
+  uint16_t k[1][kC][kLdTok];  // [C, K] key rows (CoreTiles::K)
+  uint16_t v[1][kC][kLdTok];  // [C, V] value rows of the current head (CoreTiles::V)
+  union {
+    float m[kC][kLdF];
+    HalfPair t;
+  };
+  union {
+    float x[kC][kLdF];
+    uint16_t w_neg[kC][kLdTok];
+  };
+  union {
+    float merge[32][kLdMerge];
+    HalfPair xw;
+  };
+  float G[kC];
+  float beta[kC];
+  float rq[kC], rk[kC];
+  float G_next[kC], beta_next[kC];
+};
+static_assert(offsetof(PrepWgSmem, k) % 1024 == 0 && offsetof(PrepWgSmem, v) % 1024 == 0 &&
+                  offsetof(PrepWgSmem, m) % 16 == 0 && offsetof(PrepWgSmem, x) % 16 == 0 &&
+                  offsetof(PrepWgSmem, merge) % 16 == 0,
+              "swizzled tiles at 1024-byte boundaries, f32 tiles float4-aligned");
+static_assert(2 * (sizeof(PrepWgSmem) + 1024 + 1024) <= 228 * 1024, "two wgmma prepare CTAs an SM");
+
+// Value heads a wgmma prepare CTA takes (all of one key head's, up to kMaxPrepHeads): the
+// largest divisor of the ratio Hv / Hk not above it; `forced` > 0 (GDN_CHUNKED_PREP_HEADS)
+// takes the largest divisor not above that instead.
+inline constexpr int kMaxPrepHeads = 4;
+constexpr int prep_group_heads(int64_t ratio, int forced) {
+  const int64_t cap = forced > 0 ? forced : kMaxPrepHeads;
+  int best = 1;
+  for (int g = 1; g <= cap && g <= ratio; ++g)
+    if (ratio % g == 0) best = g;
+  return best;
+}
+
 // One chunk of one value head as the prepare kernel leaves it (global memory, the workspace).
 // All C rows are written; padding rows past a sequence's end hold zeros (w_neg, p, uT) and the
 // chunk's last cumulative log-decay (G), so the chain needs no mask for them. For the wgmma

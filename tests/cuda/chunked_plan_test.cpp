@@ -147,5 +147,20 @@ TEST(SegmentPlan, ForcedCountsAndNoEmptySegment) {
   EXPECT_EQ(pass1_runs(9), 15);
 }
 
+// The wgmma prepare kernel's head groups: a divisor of the ratio (the group shares a key head),
+// at most kMaxPrepHeads, or at most the forced count.
+TEST(PrepGroups, DivideTheRatio) {
+  EXPECT_EQ(prep_group_heads(1, 0), 1);
+  EXPECT_EQ(prep_group_heads(2, 0), 2);
+  EXPECT_EQ(prep_group_heads(3, 0), 3);
+  EXPECT_EQ(prep_group_heads(4, 0), 4);
+  EXPECT_EQ(prep_group_heads(6, 0), 3);
+  EXPECT_EQ(prep_group_heads(8, 0), 4);
+  EXPECT_EQ(prep_group_heads(5, 0), 1);
+  EXPECT_EQ(prep_group_heads(4, 1), 1);
+  EXPECT_EQ(prep_group_heads(4, 3), 2);
+  EXPECT_EQ(prep_group_heads(8, 8), 8);
+}
+
 }  // namespace
 }  // namespace gdn::cuda::chunked

@@ -40,7 +40,8 @@ namespace {
 // (segments 1), with it (segments 3: cases of fewer than 3 chunks run unsplit), and in windows
 // of 2 chunks (dense batches of more than 2 chunks; overlapped on two streams where the chain
 // CTAs take at most half the SMs, one after the other otherwise, e.g. model_heads); and the full
-// chain (split1) in one pass and in windows.
+// chain (split1) in one pass and in windows. The wgmma prepare kernel takes every value head of
+// a key head (up to 4) a CTA; GDN_CHUNKED_PREP_HEADS=1 one.
 struct Form {
   const char* form;      // GDN_CHUNKED_FORM
   const char* segments;  // GDN_CHUNKED_SEGMENTS (null: the library's plan)
@@ -48,12 +49,14 @@ struct Form {
   const char* name;
   const char* tma = nullptr;    // GDN_CHUNKED_TMA (null: the library's choice)
   const char* chain = nullptr;  // GDN_CHUNKED_CHAIN (null: the library's choice)
+  const char* prep_heads = nullptr;  // GDN_CHUNKED_PREP_HEADS (null: the library's choice)
 };
 const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
                        {"fused", nullptr, nullptr, "fused, cp.async copies", "0"},
                        {"split2", "1", "0", "split"},
                        {"split2", "1", "0", "split, cp.async copies", "0"},
                        {"split2", "1", "0", "split, key-half chain", nullptr, "mma"},
+                       {"split2", "1", "0", "split, one head a prepare CTA", nullptr, nullptr, "1"},
                        {"split2", "3", "0", "split, 3 segments"},
                        {"split2", "1", "2", "split, windows of 2 chunks"},
                        {"split1", "1", "0", "split, full chain"},
@@ -82,16 +85,18 @@ class FormScope {
         segments_("GDN_CHUNKED_SEGMENTS", f.segments),
         windows_("GDN_CHUNKED_WINDOWS", f.windows),
         tma_("GDN_CHUNKED_TMA", f.tma),
-        chain_("GDN_CHUNKED_CHAIN", f.chain) {}
+        chain_("GDN_CHUNKED_CHAIN", f.chain),
+        prep_heads_("GDN_CHUNKED_PREP_HEADS", f.prep_heads) {}
   explicit FormScope(const char* form, const char* segments = nullptr, const char* windows = nullptr)
       : form_("GDN_CHUNKED_FORM", form),
         segments_("GDN_CHUNKED_SEGMENTS", segments),
         windows_("GDN_CHUNKED_WINDOWS", windows),
         tma_("GDN_CHUNKED_TMA", nullptr),
-        chain_("GDN_CHUNKED_CHAIN", nullptr) {}
+        chain_("GDN_CHUNKED_CHAIN", nullptr),
+        prep_heads_("GDN_CHUNKED_PREP_HEADS", nullptr) {}
 
  private:
-  EnvScope form_, segments_, windows_, tma_, chain_;
+  EnvScope form_, segments_, windows_, tma_, chain_, prep_heads_;
 };
 
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
@@ -123,6 +128,7 @@ const Named kOracleCases[] = {
     {"t128_f16", "N=2,T=128,Hk=2,Hv=4,dtype=f16,gdtype=f16"},
     {"t130_ratio3", "N=2,T=130,Hk=2,Hv=6,dtype=bf16"},
     {"t130_ratio3_tiled_kv", "N=2,T=130,Hk=2,Hv=6,dtype=bf16,map=tiled,layout=kv"},
+    {"t200_ratio4_tiled_raw", "N=1,T=200,Hk=2,Hv=8,dtype=bf16,map=tiled,gate=raw,beta=logit,l2norm=1"},
     {"t100_pool_pad_inplace", "N=5,T=100,Hk=2,Hv=4,dtype=bf16,pool=9,pad=2,inplace=1"},
     {"t90_pool_kv_bf16state", "N=4,T=90,Hk=2,Hv=4,dtype=bf16,pool=7,pad=1,layout=kv,sdtype=bf16"},
     {"packed_zero_len", "seqlens=0:70:1:0:129:64,Hk=2,Hv=4,dtype=bf16"},
@@ -166,7 +172,8 @@ TEST_P(Oracle, MatchesOracle) {
     ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << form << ": " << to_string(c) << ": " << r.message;
     EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << form << ": " << chunked_report(c, r.errors);
     const std::string tag = std::string(f.form) + (f.segments ? f.segments : "") + (f.windows ? f.windows : "") +
-                            (f.tma ? std::string("_tma") + f.tma : "") + (f.chain ? std::string("_") + f.chain : "");
+                            (f.tma ? std::string("_tma") + f.tma : "") + (f.chain ? std::string("_") + f.chain : "") +
+                            (f.prep_heads ? std::string("_prep") + f.prep_heads : "");
     RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
     RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
   }
@@ -318,6 +325,31 @@ TEST(Forms, FusedTmaMatchesCpAsync) {
     }
     EXPECT_TRUE(same_tensor_bits(tma.o, copies.o)) << text;
     EXPECT_TRUE(same_tensor_bits(*tma.final_state_out(), *copies.final_state_out())) << text;
+  }
+}
+
+// The wgmma prepare kernel's head groups give the same bits as one head a CTA: a group shares
+// q, k and their norms, and forms each head's key products, gates and the rest as alone (block
+// and tiled head maps, ratios 2, 3 and 4, a packed batch with partial chunks by cp.async).
+TEST(Forms, PrepareHeadGroupsMatchOneHead) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
+                           "N=1,T=260,Hk=2,Hv=8,K=128,V=128,dtype=bf16,map=tiled,beta=logit,l2norm=1",
+                           "seqlens=5:0:190:64:1,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=7,pad=1,inplace=1"}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs grouped = pristine, single = pristine;
+    {
+      const FormScope scope(Form{"split2", "1", "0", "split"});
+      ASSERT_EQ(run_path(grouped, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    {
+      const FormScope scope(Form{"split2", "1", "0", "split, one head a prepare CTA", nullptr, nullptr, "1"});
+      ASSERT_EQ(run_path(single, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+    }
+    EXPECT_TRUE(same_tensor_bits(grouped.o, single.o)) << text;
+    EXPECT_TRUE(same_tensor_bits(*grouped.final_state_out(), *single.final_state_out())) << text;
   }
 }
 
