@@ -71,6 +71,10 @@ std::vector<Case> builtin_cases() {
       {"snap-packed-kv", "N=4,T=3,Hk=2,Hv=4,K=64,V=64,packed=1,snap=1,layout=kv"},
       {"snap-pool-packed-bf16",
        "N=4,T=3,Hk=2,Hv=4,K=64,V=64,packed=1,snap=pool,sdtype=bf16,dtype=bf16"},
+      // ---- state checkpoints (prefix caching): the state after every 64 n tokens only
+      {"ckpt", "N=2,T=200,Hk=1,Hv=2,K=64,V=64,snap=1,ckpt=1"},
+      {"ckpt-pool-packed", "seqlens=130:0:64:200,Hk=1,Hv=2,K=64,V=64,pool=5,pad=1,snap=pool,ckpt=2"},
+      {"ckpt-qwen-bf16", "N=2,T=300,Hk=2,Hv=4,K=128,V=128,dtype=bf16,snap=1,ckpt=1"},
       // ---- strided views (fused projections, interleaved pools)
       {"strided", "N=4,T=7,Hk=2,Hv=4,K=64,V=64,strided=1,packed=1,pool=6,pad=1,snap=1"},
       {"strided-kv-inplace", "N=2,T=7,Hk=2,Hv=4,K=64,V=64,strided=1,layout=kv,inplace=1,gate=raw"},

@@ -105,7 +105,8 @@ void set_key(Case& c, const std::string& k, const std::string& v) {
   else if (k == "snap") {
     c.snapshot_pool = v == "pool";
     c.snapshots = !c.snapshot_pool && parse_bool(k, v);
-  } else if (k == "path") c.path = parse_enum<gdn_path>(k, v, path_name, 3);
+  } else if (k == "ckpt") c.ckpt = parse_int(k, v, 0);
+  else if (k == "path") c.path = parse_enum<gdn_path>(k, v, path_name, 3);
   else if (k == "decay") c.decay = parse_decay(k, v);
   else if (k == "seed") c.seed = uint64_t(parse_int(k, v, 0));
   else if (k == "threads") c.threads = parse_int(k, v, 0);
@@ -173,6 +174,7 @@ std::string to_string(const Case& c) {
   if (c.pad) add("pad", std::to_string(c.pad));
   if (c.snapshots) add("snap", "1");
   if (c.snapshot_pool) add("snap", "pool");
+  if (c.ckpt) add("ckpt", std::to_string(c.ckpt));
   if (c.path != d.path) add("path", path_name(c.path));
   if (c.decay != d.decay) add("decay", c.decay);
   if (c.seed != d.seed) add("seed", std::to_string(c.seed));

@@ -22,6 +22,7 @@ void check_case(const Case& c) {
   if (c.pool > 0 && !c.initial_state && !c.final_state) bad("pool needs h0=1 or ht=1");
   if (c.in_place && !(c.initial_state && c.final_state)) bad("inplace=1 needs h0=1 and ht=1");
   if (c.snapshots && c.snapshot_pool) bad("snap is either 1 or pool");
+  if (c.ckpt > 0 && !c.snapshots && !c.snapshot_pool) bad("ckpt needs snap=1 or snap=pool");
 }
 
 }  // namespace gdn::harness

@@ -138,6 +138,13 @@ Errors check_outputs(const GeneratedInputs& before, const GeneratedInputs& after
            1;
   };
   const int64_t C = vk ? c.K : c.V;
+  // whether the state after the token at position p is a snapshot (ckpt: only every 64 ckpt
+  // tokens from its sequence's start)
+  auto snapshot_after = [&](int64_t p) {
+    if (c.ckpt == 0) return true;
+    const int64_t t = c.packed ? p - before.bos[size_t(sequence_of(p))] : p % c.T;
+    return (t + 1) % (c.ckpt * GDN_CHECKPOINT_TOKENS) == 0;
+  };
   // per-token outputs: rows (p, h, r) of `width` elements, `inner` rows per head (o: 1); a
   // padding sequence's rows are zero (o) or untouched (snapshots: states are not written)
   auto per_token = [&](int64_t inner, int64_t width, Expect padding) {
@@ -166,8 +173,11 @@ Errors check_outputs(const GeneratedInputs& before, const GeneratedInputs& after
                                  per_slot(live), e);
   }
   if (c.snapshots) {
-    e.snapshots = check_tensor("state_snapshots", before.snapshots, after.snapshots,
-                               &oracle.snapshots, per_token(R, C, Expect::kUnchanged), e);
+    const auto all_tokens = per_token(R, C, Expect::kUnchanged);
+    const auto rule = [&, all_tokens](int64_t row) {
+      return snapshot_after(row / (c.Hv * R)) ? all_tokens(row) : RowRule{Expect::kUnchanged, -1};
+    };
+    e.snapshots = check_tensor("state_snapshots", before.snapshots, after.snapshots, &oracle.snapshots, rule, e);
   }
   if (c.snapshot_pool) {
     // slots addressed by a token of a live sequence; a padding sequence stores no state
@@ -175,7 +185,7 @@ Errors check_outputs(const GeneratedInputs& before, const GeneratedInputs& after
     for (int64_t p = 0; p < before.T_total; ++p) {
       const int64_t s = int64_t(before.snapshot_indices.get(p));
       const int64_t n = c.packed ? sequence_of(p) : p / c.T;
-      if (s >= 0 && before.slot[size_t(n)] >= 0) live[size_t(s)] = true;
+      if (s >= 0 && before.slot[size_t(n)] >= 0 && snapshot_after(p)) live[size_t(s)] = true;
     }
     e.snapshots = check_tensor("state_snapshots", before.snapshots, after.snapshots,
                                &oracle.snapshots, per_slot(live), e);

@@ -43,6 +43,8 @@ struct Case {
   int64_t pad = 0;                          // key: pad=n (n of the N state_indices are -1)
   bool snapshots = false;                   // key: snap=1 (dense per-token states)
   bool snapshot_pool = false;               // key: snap=pool (pooled, with snapshot_indices)
+  int64_t ckpt = 0;                         // key: ckpt=n (chunk_checkpoint_every: snapshots only
+                                            // after every n x 64 tokens of a sequence)
   gdn_path path = GDN_PATH_AUTO;            // key: path=auto|recurrent|chunked
   // head-decay regime: key: decay=normal|none|fast|mixed (g = logsigmoid(N(0,1)), 0, near -20,
   // or value heads cycling through those three)

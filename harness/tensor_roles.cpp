@@ -79,6 +79,7 @@ gdn_forward_args build_args(GeneratedInputs& in, gdn_backend backend, void* cons
   a.backend = backend;
   a.path = c.path;
   a.num_threads = int32_t(c.threads);
+  a.chunk_checkpoint_every = int32_t(c.ckpt);
   return a;
 }
 

@@ -147,6 +147,9 @@ typedef enum gdn_path {
 #define GDN_ERROR_FLAG_STATE_INDICES 0x2u
 #define GDN_ERROR_FLAG_SNAPSHOT_INDICES 0x4u
 
+/* The token granularity of gdn_forward_args.chunk_checkpoint_every (the chunked path's chunk). */
+#define GDN_CHECKPOINT_TOKENS 64
+
 /* ---- the forward call ---------------------------------------------------------------- */
 typedef struct gdn_forward_args {
   /* inputs */
@@ -184,7 +187,13 @@ typedef struct gdn_forward_args {
   int32_t host_check_indices; /* nonzero: validate device-resident cu_seqlens / state_indices /
                                 snapshot_indices on the host before launch (one synchronisation;
                                 not graph-capturable) */
-  int32_t chunk_checkpoint_every; /* reserved for chunked state checkpoints; must be 0 */
+  int32_t chunk_checkpoint_every; /* 0: state_snapshots (if given) holds the state after every
+                                token. n > 0 (prefix caching): only after every n *
+                                GDN_CHECKPOINT_TOKENS tokens of each sequence (tokens t with
+                                (t + 1) % (n * GDN_CHECKPOINT_TOKENS) == 0, t from the sequence's
+                                start), so the chunked path can store them; other dense entries
+                                are not written, other snapshot_indices entries not used (they
+                                must still be in [-1, P2)); needs state_snapshots */
   /* execution */
   void* stream;              /* cudaStream_t for the cuda backend (NULL: the legacy default stream) */
   void* workspace;           /* backend-device memory of workspace_bytes, >= gdn_forward_workspace_size(),

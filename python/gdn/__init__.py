@@ -19,6 +19,7 @@ __version__: str = _gdn.version_string()
 ERROR_FLAG_CU_SEQLENS: int = _gdn.ERROR_FLAG_CU_SEQLENS
 ERROR_FLAG_STATE_INDICES: int = _gdn.ERROR_FLAG_STATE_INDICES
 ERROR_FLAG_SNAPSHOT_INDICES: int = _gdn.ERROR_FLAG_SNAPSHOT_INDICES
+CHECKPOINT_TOKENS: int = _gdn.CHECKPOINT_TOKENS  # the token unit of forward(checkpoint_every=n)
 
 
 def version() -> str:
@@ -56,5 +57,5 @@ __all__ = [
     "forward", "ForwardOutput", "GdnError", "InvalidArgumentError", "UnsupportedError",
     "BackendUnavailableError", "WorkspaceTooSmallError", "DeviceError", "InternalError",
     "version", "backend_available", "cuda_device_count", "cuda_device_info", "cpu_simd_target",
-    "ERROR_FLAG_CU_SEQLENS", "ERROR_FLAG_STATE_INDICES", "ERROR_FLAG_SNAPSHOT_INDICES",
+    "ERROR_FLAG_CU_SEQLENS", "ERROR_FLAG_STATE_INDICES", "ERROR_FLAG_SNAPSHOT_INDICES", "CHECKPOINT_TOKENS",
 ]

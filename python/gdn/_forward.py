@@ -68,6 +68,7 @@ def forward(
     host_check_indices: bool = False,
     error_flags: Optional[Array] = None,
     num_threads: int = 0,
+    checkpoint_every: int = 0,
     stream: Any = None,
 ) -> ForwardOutput:
     """Gated DeltaNet forward over a batch (SPEC.md), per sequence n, value head h, token t:
@@ -104,7 +105,10 @@ def forward(
                  [N, Hv, V, K] (vk) / [N, Hv, K, V] (kv) float32. With state_indices pass it.
         state_snapshots: the state after every token when given, or new when
                  output_state_snapshots=True: [N, T, Hv, V, K] | [T_total, Hv, V, K] (vk; kv swaps
-                 the last two) float32. With snapshot_indices pass it.
+                 the last two) float32. With snapshot_indices pass it. With checkpoint_every=n
+                 > 0 only the states after every n * CHECKPOINT_TOKENS (64) tokens of each
+                 sequence are stored (prefix caching; the chunked path writes only these), the
+                 other entries left as they were.
 
     Options (SPEC.md "Conventions"): gate "log_decay" (alpha = exp(g)) | "decay_rate"
     (alpha = exp(-g)) | "raw" (g = -exp(A_log) * softplus(a + dt_bias)); beta_mode "prob" |
@@ -170,7 +174,8 @@ def forward(
         _option("path", path, _gdn.PATH),
         bool(host_check_indices), error_flags, int(num_threads), stream_ptr,
         # the workspace as float32 words (the array views take no byte dtype), rounded up
-        lambda nbytes: fw.empty(q, ((nbytes + 3) // 4,), "float32"))
+        lambda nbytes: fw.empty(q, ((nbytes + 3) // 4,), "float32"),
+        int(checkpoint_every))
     if failure is not None:
         raise error_for(*failure)
     return ForwardOutput(out, final_state, state_snapshots)

@@ -12,6 +12,7 @@ STATUS: dict[str, int]
 ERROR_FLAG_CU_SEQLENS: int
 ERROR_FLAG_STATE_INDICES: int
 ERROR_FLAG_SNAPSHOT_INDICES: int
+CHECKPOINT_TOKENS: int
 
 def forward(
     arrays: Tuple[Any, ...],
@@ -29,6 +30,7 @@ def forward(
     num_threads: int,
     stream: int,
     alloc_workspace: Optional[Callable[[int], Any]],
+    checkpoint_every: int = 0,
 ) -> Optional[Tuple[int, str]]:
     """Runs gdn_forward on 15 DLPack arrays (None when absent) in the order q, k, v, g, beta, a,
     A_log, dt_bias, initial_state, cu_seqlens, state_indices, snapshot_indices, out,

@@ -60,7 +60,7 @@ nb::object library_failure(gdn_status status) {
 nb::object forward(nb::tuple arrays, uint32_t bf16_bits, int gate, int beta_mode, int head_map,
                    int state_layout, bool qk_l2norm, float scale, int backend, int path,
                    bool host_check_indices, nb::handle error_flags, int num_threads,
-                   uintptr_t stream, nb::handle alloc_workspace) {
+                   uintptr_t stream, nb::handle alloc_workspace, int checkpoint_every) {
   if (nb::len(arrays) != NUM_SLOTS)
     return failure(GDN_STATUS_INTERNAL_ERROR, "gdn._gdn.forward: expected " +
                                                   std::to_string(NUM_SLOTS) + " arrays");
@@ -86,6 +86,7 @@ nb::object forward(nb::tuple arrays, uint32_t bf16_bits, int gate, int beta_mode
   args.path = static_cast<gdn_path>(path);
   args.host_check_indices = host_check_indices ? 1 : 0;
   args.num_threads = num_threads;
+  args.chunk_checkpoint_every = checkpoint_every;
   args.stream = reinterpret_cast<void*>(stream);
 
   gdn_status status;
@@ -129,7 +130,7 @@ NB_MODULE(_gdn, m) {
         nb::arg("beta_mode"), nb::arg("head_map"), nb::arg("state_layout"), nb::arg("qk_l2norm"),
         nb::arg("scale"), nb::arg("backend"), nb::arg("path"), nb::arg("host_check_indices"),
         nb::arg("error_flags").none(), nb::arg("num_threads"), nb::arg("stream"),
-        nb::arg("alloc_workspace").none());
+        nb::arg("alloc_workspace").none(), nb::arg("checkpoint_every") = 0);
   m.def("version", &gdn_version);
   m.def("version_string", &gdn_version_string);
   m.def("backend_available", [](int backend) {
@@ -175,4 +176,5 @@ NB_MODULE(_gdn, m) {
   m.attr("ERROR_FLAG_CU_SEQLENS") = GDN_ERROR_FLAG_CU_SEQLENS;
   m.attr("ERROR_FLAG_STATE_INDICES") = GDN_ERROR_FLAG_STATE_INDICES;
   m.attr("ERROR_FLAG_SNAPSHOT_INDICES") = GDN_ERROR_FLAG_SNAPSHOT_INDICES;
+  m.attr("CHECKPOINT_TOKENS") = GDN_CHECKPOINT_TOKENS;
 }

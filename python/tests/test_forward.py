@@ -146,3 +146,20 @@ def test_num_threads_and_ignored_stream_for_host_arrays():
     o1 = gdn.forward(q, k, v, g, beta, num_threads=1).o
     o2 = gdn.forward(q, k, v, g, beta, stream=0).o
     np.testing.assert_array_equal(o1, o2)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_checkpoints_every_n_chunks(backend):
+    # the state after every 64 n tokens only; the other snapshot entries keep what they held
+    n_seq, t_len, every = 2, 2 * gdn.CHECKPOINT_TOKENS + 5, 1
+    q, k, v, g, beta = inputs(n_seq, t_len, HK, HV, K, V)
+    snaps = np.full((n_seq, t_len, HV, V, K), 7.0, dtype=np.float32)
+    gdn.forward(q, k, v, g, beta, state_snapshots=snaps, checkpoint_every=every, backend=backend)
+    _, _, ref = recurrence(q, k, v, g, beta)
+    stored = [t for t in range(t_len) if (t + 1) % (every * gdn.CHECKPOINT_TOKENS) == 0]
+    assert stored == [63, 127]
+    assert rel_err(snaps[:, stored], ref[:, stored]) <= F32_TOL
+    others = np.delete(snaps, stored, axis=1)
+    assert np.all(others == 7.0)
+    with pytest.raises(gdn.InvalidArgumentError, match="^chunk_checkpoint_every: 2 .*state_snapshots"):
+        gdn.forward(q, k, v, g, beta, checkpoint_every=2, backend=backend)

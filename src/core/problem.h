@@ -71,6 +71,13 @@ struct Problem {
   TokenTensor snapshots_dense;  // [N, T, Hv, R, C] when snapshots are dense
   StateTensor snapshots_pool;   // [P2, Hv, R, C] when snapshot_indices given
   bool has_snapshots = false;
+  int64_t checkpoint_tokens = 0;  // > 0: snapshots only after tokens t with (t + 1) % it == 0
+                                  // (t from the sequence's start; chunk_checkpoint_every x 64)
+
+  // Whether the state after token t (from the sequence's start) goes to the snapshots.
+  bool snapshot_after(int64_t t) const {
+    return checkpoint_tokens == 0 || (t + 1) % checkpoint_tokens == 0;
+  }
 
   // ---- options, resolved
   gdn_gate_mode gate = GDN_GATE_LOG_DECAY;

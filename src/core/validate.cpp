@@ -240,13 +240,10 @@ gdn_status check_options(const gdn_forward_args& a) {
   if (a.num_threads < 0)
     return fail(kInvalid, "num_threads: %d is negative (0 = all cores)", a.num_threads);
   if (a.chunk_checkpoint_every < 0)
-    return fail(kInvalid, "chunk_checkpoint_every: %d is negative (reserved; must be 0)",
-                a.chunk_checkpoint_every);
-  if (a.chunk_checkpoint_every > 0)
-    return fail(GDN_STATUS_UNSUPPORTED,
-                "chunk_checkpoint_every: %d asks for chunked state checkpoints, which are not "
-                "implemented (must be 0)",
-                a.chunk_checkpoint_every);
+    return fail(kInvalid,
+                "chunk_checkpoint_every: %d is negative (0: snapshots after every token; n > 0: "
+                "after every n * %d tokens)",
+                a.chunk_checkpoint_every, GDN_CHECKPOINT_TOKENS);
   if (reinterpret_cast<uintptr_t>(a.error_flags) % alignof(uint32_t) != 0)
     return fail(kInvalid, "error_flags: %p is not aligned to 4 bytes",
                 static_cast<void*>(a.error_flags));
@@ -280,6 +277,11 @@ gdn_status check_presence(const gdn_forward_args& a) {
   if (a.snapshot_indices.data && !a.state_snapshots.data)
     return fail(kInvalid, "snapshot_indices: given (%p) without state_snapshots",
                 a.snapshot_indices.data);
+  if (a.chunk_checkpoint_every > 0 && !a.state_snapshots.data)
+    return fail(kInvalid,
+                "chunk_checkpoint_every: %d asks for the state after every %lld tokens, but "
+                "state_snapshots (where they go) is null",
+                a.chunk_checkpoint_every, (long long)a.chunk_checkpoint_every * GDN_CHECKPOINT_TOKENS);
   return GDN_STATUS_SUCCESS;
 }
 
@@ -642,6 +644,7 @@ Problem resolve(const gdn_forward_args& a, const Views& w, const Sizes& s, gdn_b
   p.final_state = state_tensor(w.final_state);
   p.in_place = p.final_state.data && p.final_state.data == p.initial_state.data;
   p.has_snapshots = w.state_snapshots.present();
+  p.checkpoint_tokens = int64_t(a.chunk_checkpoint_every) * GDN_CHECKPOINT_TOKENS;
   if (w.snapshot_indices.present())
     p.snapshots_pool = state_tensor(w.state_snapshots);
   else

@@ -102,6 +102,7 @@ cpu::Task task_of(const Problem& p, int64_t n, int64_t h) {
     const TokenTensor& s = p.snapshots_dense;
     t.snap = const_cast<void*>(first(s, h)), t.snap_tok = s.tok, t.snap_row = s.row;
   }
+  t.snap_every = p.checkpoint_tokens;
   return t;
 }
 

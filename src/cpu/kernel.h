@@ -63,6 +63,7 @@ struct Task {
   // s = snap_index[t * snap_index_tok] at snap + s * snap_tok, nothing when s = -1.
   void* snap = nullptr;  int64_t snap_tok = 0, snap_row = 0;
   const int32_t* snap_index = nullptr;  int64_t snap_index_tok = 0;
+  int64_t snap_every = 0;  // > 0: only after tokens t with (t + 1) % snap_every == 0 (checkpoints)
 };
 
 // Runs task's tokens for the value indices [v0, v1): state rows v0..v1 (vk) or columns (kv),

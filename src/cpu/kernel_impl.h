@@ -132,9 +132,11 @@ void prepare(const Params& p, const Task& task, int64_t t0, int64_t n, int64_t v
   }
 }
 
-// Where the state after token t goes, or null (pooled snapshot with index -1, or none).
+// Where the state after token t goes, or null (pooled snapshot with index -1, none, or not a
+// checkpoint token).
 void* snapshot_of(const Task& task, gdn_dtype dtype, int64_t t) {
   if (task.snap == nullptr) return nullptr;
+  if (task.snap_every > 0 && (t + 1) % task.snap_every != 0) return nullptr;
   if (task.snap_index == nullptr) return element(task.snap, dtype, t * task.snap_tok);
   const int32_t slot = task.snap_index[t * task.snap_index_tok];
   return slot < 0 ? nullptr : element(task.snap, dtype, slot * task.snap_tok);

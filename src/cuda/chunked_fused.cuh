@@ -7,7 +7,8 @@
 // arrive by TMA and o leaves by TMA store (tma.cuh; where the views allow, else cp.async and
 // thread stores); elsewhere everything runs on mma.sync through ldmatrix, the same sums.
 // Chunk c + 1's m and P (its key products and their epilogue) are formed during chunk c's state
-// update, whose products run beside the epilogue's CUDA-core work.
+// update, whose products run beside the epilogue's CUDA-core work. State checkpoints
+// (chunk_checkpoint_every) are stored from the registers at the chunks' ends that ask for them.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"
@@ -37,7 +38,40 @@ __device__ __forceinline__ void tma_chunk_tiles(const ChunkParams& p, const Tile
 #endif
 
 
-template <class M>
+// State checkpoints (ChunkParams::ckpt_tokens > 0). Every snapshot index of a live sequence
+// is a pool slot or -1 (all of them, as the recurrent kernel checks them, though only the
+// checkpoint tokens' are read): false, with the flag raised, otherwise. Every thread calls it.
+__device__ __forceinline__ bool checkpoint_indices_valid(const ChunkParams& p, int64_t n, const Sequence& sq) {
+  if (p.ckpt_tokens == 0 || !p.snapshot_indices || sq.slot < 0) return true;
+  int invalid = 0;
+  for (int64_t t = threadIdx.x; t < sq.len; t += blockDim.x) {
+    const int32_t slot = p.snapshot_indices[n * p.snap_idx_seq + (sq.bos + t) * p.snap_idx_tok];
+    invalid |= slot < -1 || slot >= p.snap_pool_slots;
+  }
+  return valid_or_flagged(p.error_flags, __syncthreads_or(invalid) ? GDN_ERROR_FLAG_SNAPSHOT_INDICES : 0u);
+}
+
+// The state after chunk c (this thread's fragments, rows [16 warp, +16)) to its checkpoint, when
+// the chunk is whole and ends ckpt_tokens x m tokens into the sequence: dense at that token, or
+// the pool slot its snapshot index names (none for -1).
+__device__ __forceinline__ void store_checkpoint(const ChunkParams& p, int64_t n, const Sequence& sq, int h,
+                                                 int64_t c, const float (&S)[16][4], int warp, int g, int q) {
+  const int64_t end = (c + 1) * kC;  // tokens of the sequence through chunk c
+  if (p.ckpt_tokens == 0 || end > sq.len || end % p.ckpt_tokens != 0) return;
+  const int64_t tok = sq.bos + end - 1;
+  void* dst = p.ckpt_dense.p;  // one store below for both forms (the kernel's loop stays short)
+  int64_t base = n * p.ckpt_dense.seq + tok * p.ckpt_dense.tok + h * p.ckpt_dense.head, row = p.ckpt_row;
+  if (!dst) {
+    const int32_t slot = p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
+    if (slot < 0) return;
+    dst = p.ckpt_pool.p, base = slot * p.ckpt_pool.slot + h * p.ckpt_pool.head, row = p.ckpt_pool.row;
+  }
+  store_state_to(p, dst, base, row, S, 16 * warp, 0, g, q);
+}
+
+// kCheckpoints: the instance for calls with state checkpoints (p.ckpt_tokens > 0); the other
+// one has none of their code (in the loop it cost the fused cases 2.5%: H200, same run).
+template <class M, bool kCheckpoints>
 __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __grid_constant__ ChunkParams p,
                                                                   const __grid_constant__ TileMaps maps) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -50,6 +84,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
+  if (kCheckpoints && !checkpoint_indices_valid(p, n, sq)) return;
   if (sq.slot < 0) {                        // padding: outputs zero, no state read or written
     for (int64_t r = tid >> 4; r < sq.len; r += kThreads / 16) {
       uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
@@ -222,6 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     if (next)
       key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
 #endif
+    if (kCheckpoints) store_checkpoint(p, n, sq, h, c, S, warp, g, q);  // S is the state after chunk c
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
     uint16_t* o_stage = &s.q[buf][0][0];  // in q's layout: [C tokens, V]
@@ -267,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 
 template <class M>
 cudaError_t launch_chunked(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
-  const auto kernel = chunked_prefill_kernel<M>;
+  const auto kernel = p.ckpt_tokens > 0 ? chunked_prefill_kernel<M, true> : chunked_prefill_kernel<M, false>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmemBytes));
   if (e != cudaSuccess) return e;
   kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kFusedSmemBytes, stream>>>(p, maps);

@@ -129,7 +129,7 @@ bool wgmma_chain(const Problem& p) {
 ChunkedPlan plan_call(const Problem& p) {
   ChunkedPlan plan;
   plan.wgmma_chain = wgmma_chain(p);
-  if (!split_form_fits(p)) return plan;
+  if (!split_form_fits(p) || p.checkpoint_tokens > 0) return plan;  // checkpoints: the fused kernel
   const int sms = sm_count(p.device_id);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
   const char* form = std::getenv("GDN_CHUNKED_FORM");
@@ -273,6 +273,20 @@ ck::ChunkParams make_params(const Problem& p) {
   static_cast<cuda::BatchParams&>(c) = cuda::batch_params(p);
   c.state_bf16 = state_dtype(p) == GDN_DTYPE_BF16;
   c.state_kv = p.state_layout == GDN_STATE_KV;
+  if (p.has_snapshots && p.checkpoint_tokens > 0) {
+    static_assert(GDN_CHECKPOINT_TOKENS % ck::kC == 0, "checkpoints fall on chunk ends");
+    c.ckpt_tokens = p.checkpoint_tokens;
+    if (p.snapshots_dense.data) {
+      c.ckpt_dense = cuda::token_view(p.snapshots_dense);
+      c.ckpt_row = p.snapshots_dense.row;
+    } else {
+      c.ckpt_pool = cuda::state_view(p.snapshots_pool);
+    }
+    c.snapshot_indices = p.snapshot_indices;
+    c.snap_idx_seq = p.snapshot_index_strides.seq;
+    c.snap_idx_tok = p.snapshot_index_strides.tok;
+    c.snap_pool_slots = p.snapshot_pool_slots;
+  }
   return c;
 }
 
@@ -282,7 +296,7 @@ bool cuda_chunked_selected(const Problem& p) {
   if (p.path == GDN_PATH_CHUNKED) return true;
   if (p.path != GDN_PATH_AUTO) return false;
   const ConfigRow* row = chunked_row();
-  return row && row_takes(*row, p) && !p.has_snapshots &&
+  return row && row_takes(*row, p) && (!p.has_snapshots || p.checkpoint_tokens > 0) &&
          ck::auto_prefers_chunked(tokens_per_sequence(p)) &&
          smem_optin(p.device_id) >= int(ck::kChunkedSmemBytes);
 }
@@ -295,10 +309,10 @@ gdn_status cuda_chunked_can_implement(const Problem& p) {
     return fail(GDN_STATUS_UNSUPPORTED,
                 "q: dtype %s has no cuda chunked kernel (supported: bf16, f16; f32 inputs take path "
                 "recurrent or auto)", dtype_name(p.input_dtype));
-  if (p.has_snapshots)
+  if (p.has_snapshots && p.checkpoint_tokens == 0)
     return fail(GDN_STATUS_UNSUPPORTED,
-                "state_snapshots: the cuda chunked path writes no per-token states (use path "
-                "recurrent or auto)");
+                "state_snapshots: the cuda chunked path writes no per-token states, only "
+                "checkpoints (chunk_checkpoint_every > 0; else use path recurrent or auto)");
   if (p.N * p.Hv > INT_MAX)
     return fail(GDN_STATUS_UNSUPPORTED, "N: %" PRId64 " x Hv %" PRId64 " needs more CTAs than one launch has",
                 p.N, p.Hv);

@@ -39,6 +39,16 @@ struct ChunkParams : BatchParams {
                                   // (GDN_CHUNKED_PREPARE=mma; else chunk_prepare_wgmma_kernel)
   int32_t prep_heads = 1;         // value heads a wgmma prepare CTA takes (prep_group_heads): a
                                   // divisor of the ratio, all sharing one key head
+  // state checkpoints (chunk_checkpoint_every; the fused kernel only): the state after every
+  // ckpt_tokens tokens of a sequence (a multiple of C), to snapshots dense [N, T, Hv, R, C]
+  // ((n, t, h, r * ckpt_row + c)) or a pool [P2, Hv, R, C] at slot snapshot_indices[n, t]
+  int64_t ckpt_tokens = 0;                   // 0: none
+  TokenView ckpt_dense;                      // p null: pooled
+  int64_t ckpt_row = 0;
+  StateView ckpt_pool;
+  const int32_t* snapshot_indices = nullptr;  // [N, T] | [T_total] in [-1, P2), checked by the kernel
+  int64_t snap_idx_seq = 0, snap_idx_tok = 0;
+  int64_t snap_pool_slots = 0;                // P2
 };
 
 // The second parameter block of the fused kernel and of the wgmma chain (its own, so that

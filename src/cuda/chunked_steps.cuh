@@ -256,27 +256,36 @@ __device__ __forceinline__ void load_state(const ChunkParams& p, int64_t slot, i
     }
 }
 
+// A thread's fragments of the state (rows [row0, +16) and key columns from col0, as load_state
+// holds them) to a state tensor's head at `dst` (elements: f32, or bf16 with p.state_bf16),
+// state rows `row` elements apart, in p's layout.
 template <int kTiles>
-__device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, int h, const float (&S)[kTiles][4],
-                                            int row0, int col0, int g, int q) {
-  const int64_t base = slot * p.ht.slot + h * p.ht.head;
+__device__ __forceinline__ void store_state_to(const ChunkParams& p, void* dst, int64_t base, int64_t row,
+                                               const float (&S)[kTiles][4], int row0, int col0, int g, int q) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
-      const int64_t at = p.state_kv ? base + int64_t(k) * p.ht.row + v : base + int64_t(v) * p.ht.row + k;
-      const int64_t next = p.state_kv ? p.ht.row : 1;
+      const int64_t at = p.state_kv ? base + int64_t(k) * row + v : base + int64_t(v) * row + k;
+      const int64_t next = p.state_kv ? row : 1;
       if (p.state_bf16) {
-        uint16_t* st = static_cast<uint16_t*>(p.ht.p);
+        uint16_t* st = static_cast<uint16_t*>(dst);
         st[at] = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr]));
         st[at + next] = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr + 1]));
       } else {
-        float* st = static_cast<float*>(p.ht.p);
+        float* st = static_cast<float*>(dst);
         st[at] = S[t][2 * hr];
         st[at + next] = S[t][2 * hr + 1];
       }
     }
+}
+
+// The final state of slot `slot`, head h.
+template <int kTiles>
+__device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, int h, const float (&S)[kTiles][4],
+                                            int row0, int col0, int g, int q) {
+  store_state_to(p, p.ht.p, slot * p.ht.slot + h * p.ht.head, p.ht.row, S, row0, col0, g, q);
 }
 
 // ---- the intra-chunk steps (independent of the state)

@@ -103,7 +103,9 @@ cuda::DecodeForm decode_form(const Problem& p) {
   const bool vk_bf16_io = p.state_layout == GDN_STATE_VK && bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.o);
   const bool plain_gates = p.gate == GDN_GATE_LOG_DECAY && p.g.dtype == GDN_DTYPE_F32 &&
                            p.beta.dtype == GDN_DTYPE_F32 && p.beta_mode == GDN_BETA_PROB && !p.qk_l2norm;
-  if (!one) return vk_bf16_io && plain_gates ? cuda::DecodeForm::kTokensPlainBf16 : cuda::DecodeForm::kTokens;
+  if (!one)  // checkpoints (every 64 n tokens) only in the generic kernel: the plain form's SASS stays as measured
+    return vk_bf16_io && plain_gates && p.checkpoint_tokens == 0 ? cuda::DecodeForm::kTokensPlainBf16
+                                                                 : cuda::DecodeForm::kTokens;
   const bool vk_bf16 = vk_bf16_io && !p.has_snapshots;
   if (vk_bf16 && plain_gates) return cuda::DecodeForm::kOneTokenPlainBf16;
   if (vk_bf16 && p.gate == GDN_GATE_RAW && p.beta_mode == GDN_BETA_LOGIT && p.qk_l2norm)
@@ -167,6 +169,7 @@ DecodeParams make_params(const Problem& p) {
   d.snap_idx_seq = p.snapshot_index_strides.seq;
   d.snap_idx_tok = p.snapshot_index_strides.tok;
   d.snap_pool_slots = p.snapshot_pool_slots;
+  d.snap_every = p.checkpoint_tokens;
   cuda::set_grid_divisors(d);
   return d;
 }

@@ -253,6 +253,7 @@ struct AnyInputs {
   __device__ static bool beta_logit(const DecodeParams& p) { return p.beta_logit != 0; }
   __device__ static bool l2norm(const DecodeParams& p) { return p.l2norm != 0; }
   static constexpr bool kSnapshots = true;  // may write per-token states
+  static constexpr bool kCheckpoints = true;  // ... or only every snap_every tokens
 };
 
 // bf16 q, k, v and o, fixed: the base of the decode calls' common forms below.
@@ -262,6 +263,7 @@ struct Bf16TokenInputs {
   __device__ static int v(const DecodeParams&) { return GDN_DTYPE_BF16; }
   __device__ static int o(const DecodeParams&) { return GDN_DTYPE_BF16; }
   static constexpr bool kSnapshots = false;
+  static constexpr bool kCheckpoints = false;
 };
 
 // The plain decode call of fla-style callers: bf16 q, k, v, o; f32 g (log decay) and beta
@@ -278,7 +280,7 @@ struct PlainBf16Inputs : Bf16TokenInputs {
 // The plain inputs through several tokens (speculative verify, short prefill from fla-style
 // callers), with per-token snapshots allowed.
 struct PlainBf16TokensInputs : PlainBf16Inputs {
-  static constexpr bool kSnapshots = true;
+  static constexpr bool kSnapshots = true;  // (not checkpoints: the host takes the generic kernel)
 };
 
 // The serving decode call (Qwen3-Next in an engine): bf16 q, k, v, o; the gate computed in the
@@ -482,11 +484,14 @@ __device__ __forceinline__ void store_held(const HeldState<S, R, Raw>& held, S* 
   for (int r = 0; r < R; ++r) store_chunk(dst + int64_t(row(r)) * row_stride, held.stored(r), streaming);
 }
 
-// The state after token `tok` of sequence n is kept when a snapshot is asked: where (n, tok, h)'s
-// snapshot starts and its row stride, or null (no snapshots, or a -1 pool slot).
-template <class S>
-__device__ __forceinline__ S* snapshot_at(const DecodeParams& p, int64_t n, int64_t tok, int h, int64_t& row_stride) {
+// The state after token `tok` of sequence n (its t-th) is kept when a snapshot is asked: where
+// (n, tok, h)'s snapshot starts and its row stride, or null (no snapshots, a -1 pool slot, or
+// with kCheckpoints not a checkpoint token).
+template <class S, bool kCheckpoints = true>
+__device__ __forceinline__ S* snapshot_at(const DecodeParams& p, int64_t n, int64_t tok, int64_t t, int h,
+                                          int64_t& row_stride) {
   row_stride = 0;
+  if (kCheckpoints && p.snap_every > 0 && (t + 1) % p.snap_every != 0) return nullptr;
   if (p.snap_mode == kSnapDense) {
     row_stride = p.snap_row;
     return static_cast<S*>(p.snap_dense.p) + token_offset(p.snap_dense, n, tok, h);

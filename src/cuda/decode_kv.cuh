@@ -147,7 +147,7 @@ decode_kv_kernel(const __grid_constant__ DecodeParams p) {
     }
 
     int64_t snap_row;
-    if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, stream);
+    if (S* snap = snapshot_at<S>(p, n, tok, t, h, snap_row)) store_held(s, snap + c0, snap_row, row, stream);
   }
 
   // the final state (may be the initial state's memory: each chunk is this thread's alone);

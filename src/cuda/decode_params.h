@@ -36,6 +36,7 @@ struct DecodeParams : BatchParams {
   const int32_t* snapshot_indices = nullptr;  // [N, T] | [T_total] in [-1, P2), checked by the kernel
   int64_t snap_idx_seq = 0, snap_idx_tok = 0;
   int64_t snap_pool_slots = 0;                // P2
+  int64_t snap_every = 0;  // > 0: only after tokens t with (t + 1) % snap_every == 0 (checkpoints)
 };
 
 // The by_ divisors from slices, Hv, Hk and ratio: whoever fills a DecodeParams calls it last.

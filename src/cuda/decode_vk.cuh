@@ -178,7 +178,7 @@ decode_vk_kernel(const __grid_constant__ DecodeParams p) {
 
     if constexpr (In::kSnapshots) {
       int64_t snap_row;
-      if (S* snap = snapshot_at<S>(p, n, tok, h, snap_row)) store_held(s, snap + c0, snap_row, row, stream);
+      if (S* snap = snapshot_at<S, In::kCheckpoints>(p, n, tok, t, h, snap_row)) store_held(s, snap + c0, snap_row, row, stream);
     }
   };
   if constexpr (One) {

@@ -171,6 +171,8 @@ void run_head(const Problem& p, int64_t n, int64_t h, double* scratch) {
     }
 
     // the state after this token: dense [.., T, Hv, R, C], or pool slot snapshot_indices[n, t]
+    // (with checkpoints, only after every checkpoint_tokens tokens)
+    if (!p.snapshot_after(t)) continue;
     if (p.snapshots_dense.data) {
       const TokenTensor& s = p.snapshots_dense;
       store_state(p, s.data, s.dtype, token_at(s, n, token, h), s.row, S);

@@ -85,10 +85,10 @@ TEST(Validation, RejectsNegativeNumThreads) {
   expect_invalid(call, {"num_threads", "-2"});
 }
 
-TEST(Validation, RejectsChunkCheckpoints) {
-  Call positive;
-  positive.args.chunk_checkpoint_every = 64;
-  expect_unsupported(positive, {"chunk_checkpoint_every", "64"});
+TEST(Validation, RejectsBadChunkCheckpoints) {
+  Call without_snapshots;
+  without_snapshots.args.chunk_checkpoint_every = 2;
+  expect_invalid(without_snapshots, {"chunk_checkpoint_every", "2", "128 tokens", "state_snapshots"});
   Call negative;
   negative.args.chunk_checkpoint_every = -1;
   expect_invalid(negative, {"chunk_checkpoint_every", "-1"});

@@ -90,6 +90,9 @@ std::vector<Case> extra_cases() {
                             "inplace=1,layout=kv,map=tiled"},
       {"verify_t4_snap", "N=4,T=4,Hk=16,Hv=32,K=128,V=128,dtype=bf16,snap=1"},
       {"verify_t4_snappool_kv", "N=4,T=4,Hk=4,Hv=8,K=128,V=128,dtype=bf16,snap=pool,pool=6,pad=1,layout=kv"},
+      {"ckpt_t200", "N=2,T=200,Hk=2,Hv=4,K=128,V=128,dtype=bf16,snap=1,ckpt=1,path=recurrent"},
+      {"ckpt_pool_packed_kv", "seqlens=130:0:64:3,Hk=2,Hv=4,K=128,V=64,layout=kv,pool=5,pad=1,snap=pool,ckpt=1,"
+                              "path=recurrent"},
       {"t2_ratio3_f32", "N=2,T=2,Hk=2,Hv=6,K=128,V=128"},
       {"t7_ratio3_tiled_kv", "N=2,T=7,Hk=2,Hv=6,K=128,V=64,map=tiled,layout=kv"},
       {"t300_k128", "N=1,T=300,Hk=1,Hv=3,K=128,V=128,dtype=bf16"},

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <utility>
@@ -146,6 +147,11 @@ const Named kOracleCases[] = {
     {"long_2048", "N=1,T=2048,Hk=1,Hv=2,dtype=bf16"},
     {"long_2048_none_l2norm", "N=1,T=2048,Hk=1,Hv=2,dtype=bf16,decay=none,l2norm=1"},
     {"model_heads", "N=2,T=256,Hk=16,Hv=32,dtype=bf16"},
+    // state checkpoints (the fused kernel in every form's scope)
+    {"ckpt_ratio3", "N=2,T=300,Hk=2,Hv=6,dtype=bf16,snap=1,ckpt=1"},
+    {"ckpt_pool_packed_inplace", "seqlens=130:0:64:200:5,Hk=2,Hv=4,dtype=bf16,pool=7,pad=1,inplace=1,snap=pool,"
+                                 "ckpt=2,l2norm=1,gate=raw"},
+    {"ckpt_kv_bf16state_tiled", "N=1,T=256,Hk=1,Hv=2,dtype=bf16,layout=kv,sdtype=bf16,snap=1,ckpt=2,map=tiled"},
 };
 
 std::vector<Case> oracle_cases() {
@@ -303,29 +309,34 @@ TEST(Forms, SplitMatchesFused) {
   }
 }
 
+// Each case run in forms a and b (fresh inputs, the same for both) gives the same bits in o and
+// the final state.
+void expect_same_bits(std::initializer_list<const char*> cases, const Form& a, const Form& b) {
+  for (const char* text : cases) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    GeneratedInputs in_a = pristine, in_b = pristine;
+    for (auto [form, run] : {std::pair{&a, &in_a}, std::pair{&b, &in_b}}) {
+      const FormScope scope(*form);
+      ASSERT_EQ(run_path(*run, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << form->name << ": " << gdn_last_error();
+    }
+    EXPECT_TRUE(same_tensor_bits(in_a.o, in_b.o)) << text << ": " << a.name << " against " << b.name;
+    EXPECT_TRUE(same_tensor_bits(*in_a.final_state_out(), *in_b.final_state_out()))
+        << text << ": " << a.name << " against " << b.name;
+  }
+}
+
 // The fused kernel's two ways of copying q, k, v (TMA on sm_90a, cp.async) give the same bits:
 // the same tiles reach shared memory (a packed sequence's partial last chunk comes by cp.async
 // on both, its rows past the sequence's end as zeros).
 TEST(Forms, FusedTmaMatchesCpAsync) {
   GDN_SKIP_WITHOUT_GPU();
-  for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
-                           "seqlens=5:0:190:64:1:77,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=8,pad=1,inplace=1",
-                           "seqlens=130:70:3,Hk=1,Hv=2,K=128,V=128,dtype=bf16,l2norm=1,decay=none"}) {
-    Case c = parse_case(text);
-    c.seed = fresh_seed();
-    const GeneratedInputs pristine = generate(c);
-    GeneratedInputs tma = pristine, copies = pristine;
-    {
-      const FormScope scope(Form{"fused", nullptr, nullptr, "fused", "1"});
-      ASSERT_EQ(run_path(tma, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-    }
-    {
-      const FormScope scope(Form{"fused", nullptr, nullptr, "fused, cp.async copies", "0"});
-      ASSERT_EQ(run_path(copies, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-    }
-    EXPECT_TRUE(same_tensor_bits(tma.o, copies.o)) << text;
-    EXPECT_TRUE(same_tensor_bits(*tma.final_state_out(), *copies.final_state_out())) << text;
-  }
+  expect_same_bits({"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
+                    "seqlens=5:0:190:64:1:77,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=8,pad=1,inplace=1",
+                    "seqlens=130:70:3,Hk=1,Hv=2,K=128,V=128,dtype=bf16,l2norm=1,decay=none"},
+                   Form{"fused", nullptr, nullptr, "fused", "1"},
+                   Form{"fused", nullptr, nullptr, "fused, cp.async copies", "0"});
 }
 
 // The wgmma prepare kernel's head groups give the same bits as one head a CTA: a group shares
@@ -333,24 +344,11 @@ TEST(Forms, FusedTmaMatchesCpAsync) {
 // and tiled head maps, ratios 2, 3 and 4, a packed batch with partial chunks by cp.async).
 TEST(Forms, PrepareHeadGroupsMatchOneHead) {
   GDN_SKIP_WITHOUT_GPU();
-  for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
-                           "N=1,T=260,Hk=2,Hv=8,K=128,V=128,dtype=bf16,map=tiled,beta=logit,l2norm=1",
-                           "seqlens=5:0:190:64:1,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=7,pad=1,inplace=1"}) {
-    Case c = parse_case(text);
-    c.seed = fresh_seed();
-    const GeneratedInputs pristine = generate(c);
-    GeneratedInputs grouped = pristine, single = pristine;
-    {
-      const FormScope scope(Form{"split2", "1", "0", "split"});
-      ASSERT_EQ(run_path(grouped, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-    }
-    {
-      const FormScope scope(Form{"split2", "1", "0", "split, one head a prepare CTA", nullptr, nullptr, "1"});
-      ASSERT_EQ(run_path(single, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-    }
-    EXPECT_TRUE(same_tensor_bits(grouped.o, single.o)) << text;
-    EXPECT_TRUE(same_tensor_bits(*grouped.final_state_out(), *single.final_state_out())) << text;
-  }
+  expect_same_bits({"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
+                    "N=1,T=260,Hk=2,Hv=8,K=128,V=128,dtype=bf16,map=tiled,beta=logit,l2norm=1",
+                    "seqlens=5:0:190:64:1,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=7,pad=1,inplace=1"},
+                   Form{"split2", "1", "0", "split"},
+                   Form{"split2", "1", "0", "split, one head a prepare CTA", nullptr, nullptr, "1"});
 }
 
 // A packed sequence's outputs do not depend on the next sequence's tokens, even non-finite ones:
@@ -695,6 +693,38 @@ TEST(Device, InvalidIndicesWriteNothing) {
     const FormScope scope(f);
     invalid_indices_write_nothing(f.name);
   }
+}
+
+// Checkpoints into a snapshot pool: an out-of-range snapshot index anywhere in sequence 1 (not
+// at a checkpoint token: every entry is checked, as on the recurrent path) raises its flag, and
+// sequence 1 writes nothing (o, final state, checkpoints); the others are as in a valid call.
+TEST(Device, InvalidCheckpointIndexWritesNothing) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = parse_case("seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,snap=pool,ckpt=1");
+  c.seed = fresh_seed();
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs valid = pristine, bad = pristine;
+  ASSERT_EQ(run_path(valid, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+  bad.snapshot_indices.set(bad.bos[1] + 10, double(bad.snapshot_slots + 2));
+  ErrorWord flags;
+  ASSERT_EQ(run_path(bad, GDN_PATH_CHUNKED, flags.ptr), GDN_STATUS_SUCCESS) << gdn_last_error();
+  EXPECT_EQ(flags.read(), uint32_t(GDN_ERROR_FLAG_SNAPSHOT_INDICES));
+  const int64_t row = c.Hv * c.V;  // o elements per token
+  for (int64_t i = 0; i < bad.o.numel(); ++i) {
+    const int64_t tok = i / row;
+    const bool silent = tok >= bad.bos[1] && tok < bad.bos[2];
+    ASSERT_TRUE(same_bits(bad.o, silent ? pristine.o : valid.o, i)) << "o at token " << tok;
+  }
+  const int64_t per_slot = c.Hv * c.V * c.K;
+  for (int64_t i = 0; i < bad.final_state_out()->numel(); ++i) {
+    const bool silent = i / per_slot == bad.slot[1];
+    ASSERT_TRUE(same_bits(*bad.final_state_out(), silent ? *pristine.final_state_out() : *valid.final_state_out(), i))
+        << "final state at slot " << i / per_slot;
+  }
+  const int32_t checkpoint_slot = int32_t(bad.snapshot_indices.get(bad.bos[1] + 63));  // sequence 1's first
+  for (int64_t i = 0; checkpoint_slot >= 0 && i < per_slot; ++i)
+    ASSERT_TRUE(same_bits(bad.snapshots, pristine.snapshots, checkpoint_slot * per_slot + i))
+        << "sequence 1's checkpoint written";
 }
 
 // One call captured in a CUDA graph and replayed gives the plain call's bits (windows: the

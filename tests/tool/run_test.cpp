@@ -60,6 +60,7 @@ std::string options(const Case& c) {
   if (c.l2norm) s += " --qk-l2norm";
   if (c.scale != 0) s += " --scale " + std::to_string(c.scale);
   if (c.snapshots || c.snapshot_pool) s += " --snapshots";
+  if (c.ckpt) s += " --checkpoint-every " + std::to_string(c.ckpt);
   if (!c.initial_state && c.final_state) s += " --final-state";
   return s;
 }
@@ -174,6 +175,11 @@ TEST_F(ToolRun, PoolWithInt64StateIndices) {
 TEST_F(ToolRun, DenseSnapshots) { round_trip(std::string("N=2,T=4,snap=1,inplace=1,") + kSmall); }
 
 TEST_F(ToolRun, SnapshotPool) { round_trip(std::string("N=3,T=4,snap=pool,pool=8,pad=1,inplace=1,") + kSmall); }
+
+// State checkpoints into the pool the file gives (its other slots come back as they were).
+TEST_F(ToolRun, CheckpointPool) {
+  round_trip(std::string("N=2,T=150,snap=pool,pool=3,pad=1,inplace=1,ckpt=1,") + kSmall);
+}
 
 TEST_F(ToolRun, GateRawLogitBetaTiledMap) {
   round_trip("N=2,T=7,Hk=2,Hv=6,K=32,V=32,gate=raw,beta=logit,map=tiled,inplace=1");

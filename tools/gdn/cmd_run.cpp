@@ -182,6 +182,7 @@ ForwardArgs place_args(const CallInputs& x, const CallOutputs& y, const RunComma
   args.scale = cmd.scale;
   args.backend = backend;
   args.path = cmd.path;
+  args.chunk_checkpoint_every = cmd.checkpoint_every;
   args.workspace_bytes = workspace_size(args);
   args.workspace = place.workspace(args.workspace_bytes);
   return args;

@@ -24,6 +24,7 @@ struct RunCommand {
   gdn_path path = GDN_PATH_AUTO;
   bool final_state = false;  // also without an initial_state
   bool snapshots = false;
+  int checkpoint_every = 0;  // > 0: the snapshots only after every 64 n tokens (chunk_checkpoint_every)
 };
 int run_command(const RunCommand& cmd);
 

@@ -82,6 +82,9 @@ void add_run(CLI::App& app, RunCommand& cmd) {
   add_choice(run, "--path", cmd.path, kPaths, "algorithm");
   run->add_flag("--final-state", cmd.final_state, "write final_state also without an initial_state");
   run->add_flag("--snapshots", cmd.snapshots, "write state_snapshots, the state after every token");
+  run->add_option("--checkpoint-every", cmd.checkpoint_every,
+                  "with --snapshots: only the states after every N x 64 tokens of a sequence (prefix caching)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_check(CLI::App& app, CheckCommand& cmd) {
