@@ -43,12 +43,7 @@ __device__ __forceinline__ void tma_chunk_tiles(const ChunkParams& p, const Tile
 // checkpoint tokens' are read): false, with the flag raised, otherwise. Every thread calls it.
 __device__ __forceinline__ bool checkpoint_indices_valid(const ChunkParams& p, int64_t n, const Sequence& sq) {
   if (p.ckpt_tokens == 0 || !p.snapshot_indices || sq.slot < 0) return true;
-  int invalid = 0;
-  for (int64_t t = threadIdx.x; t < sq.len; t += blockDim.x) {
-    const int32_t slot = p.snapshot_indices[n * p.snap_idx_seq + (sq.bos + t) * p.snap_idx_tok];
-    invalid |= slot < -1 || slot >= p.snap_pool_slots;
-  }
-  return valid_or_flagged(p.error_flags, __syncthreads_or(invalid) ? GDN_ERROR_FLAG_SNAPSHOT_INDICES : 0u);
+  return valid_or_flagged(p.error_flags, snapshot_indices_flag(p, n, sq));
 }
 
 // The state after chunk c (this thread's fragments, rows [16 warp, +16)) to its checkpoint, when

@@ -273,7 +273,7 @@ ck::ChunkParams make_params(const Problem& p) {
   static_cast<cuda::BatchParams&>(c) = cuda::batch_params(p);
   c.state_bf16 = state_dtype(p) == GDN_DTYPE_BF16;
   c.state_kv = p.state_layout == GDN_STATE_KV;
-  if (p.has_snapshots && p.checkpoint_tokens > 0) {
+  if (p.checkpoint_tokens > 0) {  // (validation: only with state_snapshots)
     static_assert(GDN_CHECKPOINT_TOKENS % ck::kC == 0, "checkpoints fall on chunk ends");
     c.ckpt_tokens = p.checkpoint_tokens;
     if (p.snapshots_dense.data) {

@@ -444,14 +444,7 @@ template <bool kMayBePacked = true, bool kSnapshots = true>
 __device__ __forceinline__ bool resolve_sequence(const DecodeParams& p, int64_t n, Sequence& s) {
   uint32_t bad = resolve_span<kMayBePacked>(p, n, s);
   // Snapshot slots of a padded sequence are not used (it writes no state).
-  if (kSnapshots && p.snapshot_indices && bad == 0 && s.slot >= 0) {
-    int invalid = 0;
-    for (int64_t t = threadIdx.x; t < s.len; t += blockDim.x) {
-      const int32_t slot = snapshot_slot(p, n, s.bos + t);
-      invalid |= slot < -1 || slot >= p.snap_pool_slots;
-    }
-    if (__syncthreads_or(invalid)) bad |= GDN_ERROR_FLAG_SNAPSHOT_INDICES;
-  }
+  if (kSnapshots && p.snapshot_indices && bad == 0 && s.slot >= 0) bad |= snapshot_indices_flag(p, n, s);
   return valid_or_flagged(p.error_flags, bad);
 }
 

@@ -52,6 +52,19 @@ __device__ __forceinline__ uint32_t resolve_span(const Params& p, int64_t n, Seq
   return bad;
 }
 
+// snapshot_indices[n, t] of the live sequence s in [-1, P2) for every t (Params with
+// snapshot_indices, snap_idx_seq, snap_idx_tok and snap_pool_slots): the flag's bit, else 0.
+// Every thread of the CTA calls it (a barrier).
+template <class Params>
+__device__ __forceinline__ uint32_t snapshot_indices_flag(const Params& p, int64_t n, const Sequence& s) {
+  int invalid = 0;
+  for (int64_t t = threadIdx.x; t < s.len; t += blockDim.x) {
+    const int32_t slot = p.snapshot_indices[n * p.snap_idx_seq + (s.bos + t) * p.snap_idx_tok];
+    invalid |= slot < -1 || slot >= p.snap_pool_slots;
+  }
+  return __syncthreads_or(invalid) ? GDN_ERROR_FLAG_SNAPSHOT_INDICES : 0u;
+}
+
 // ORs `bad` into the error word (once per CTA) and says whether the sequence may be written.
 __device__ __forceinline__ bool valid_or_flagged(uint32_t* error_flags, uint32_t bad) {
   if (bad == 0) return true;
