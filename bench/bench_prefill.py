@@ -133,7 +133,9 @@ def make_inputs(lengths, Hk, Hv, packed, gen):
     return x
 
 
-def ours_args(lib, x, packed):
+def ours_args(lib, x, packed, checkpoint_every=0):
+    """The call's arguments; with checkpoint_every > 0 also state checkpoints every
+    checkpoint_every x 64 tokens into x["ckpt_pool"] at x["ckpt_idx"] (checkpoint_inputs)."""
     a = gdn.ForwardArgs()
     flat = (lambda t: t[0]) if packed else (lambda t: t)  # packed: [T_total, H, ...]
     a.q, a.k, a.v = gdn.tensor(flat(x["q"])), gdn.tensor(flat(x["k"])), gdn.tensor(flat(x["v"]))
@@ -142,9 +144,33 @@ def ours_args(lib, x, packed):
     a.initial_state, a.final_state = gdn.tensor(x["h0"]), gdn.tensor(x["ht"])
     if packed:
         a.cu_seqlens = gdn.tensor(x["cu32"])
+    if checkpoint_every > 0:
+        a.state_snapshots, a.snapshot_indices = gdn.tensor(x["ckpt_pool"]), gdn.tensor(flat(x["ckpt_idx"]))
+        a.chunk_checkpoint_every = checkpoint_every
     a.state_layout = gdn.STATE_VK
     a.backend, a.path = gdn.BACKEND_CUDA, gdn.PATH_CHUNKED
     return lib.prepare(a)
+
+
+def checkpoint_inputs(x, lengths, packed, every):
+    """A checkpoint pool (prefix caching): one f32 slot per checkpoint of every sequence (after
+    each `every` x 64 tokens), in order; the other tokens' indices -1. Returns the slot of each
+    sequence's last checkpoint (-1: none)."""
+    tokens = every * gdn.CHECKPOINT_TOKENS
+    B, T = x["o"].shape[:2]
+    idx = torch.full((B, T), -1, dtype=torch.int32)
+    slot, last = 0, []
+    for n, length in enumerate(lengths):
+        row, base = (0, sum(lengths[:n])) if packed else (n, 0)
+        last.append(-1)
+        for t in range(tokens - 1, length, tokens):
+            idx[row, base + t] = slot
+            last[-1] = slot
+            slot += 1
+    Hv = x["v"].shape[2]
+    x["ckpt_pool"] = torch.empty(max(slot, 1), Hv, V, K, device="cuda")
+    x["ckpt_idx"] = idx.cuda()
+    return last
 
 
 def peer_call(fla_fn, x, packed):
@@ -212,6 +238,9 @@ def main():
     ap.add_argument("--forms", default="", help="also time these forms of ours, e.g. fused,split,split:1,split:1:0 "
                     "(GDN_CHUNKED_FORM[:GDN_CHUNKED_SEGMENTS[:GDN_CHUNKED_WINDOWS]]; ours_ms is the library's "
                     "own choice)")
+    ap.add_argument("--checkpoints", type=int, default=0, help="also time ours with state checkpoints every N x 64 "
+                    "tokens into a pool (ckpt_ms; ckpt_err_state: the last checkpoint of a sequence that ends on "
+                    "one against the final state)")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
@@ -283,6 +312,18 @@ def main():
                     os.environ.pop("GDN_CHUNKED_FORM", None)
                     os.environ.pop("GDN_CHUNKED_SEGMENTS", None)
                     os.environ.pop("GDN_CHUNKED_WINDOWS", None)
+            if args.checkpoints > 0:
+                last = checkpoint_inputs(x, lengths, packed, args.checkpoints)
+                ac = ours_args(lib, x, packed, args.checkpoints)
+                x["ckpt_pool"].fill_(float("nan"))
+                lib.forward(ac)
+                torch.cuda.synchronize()
+                ends = [n for n, length in enumerate(lengths)
+                        if last[n] >= 0 and length % (args.checkpoints * gdn.CHECKPOINT_TOKENS) == 0]
+                row["ckpt_every"] = args.checkpoints
+                row["ckpt_err_state"] = max((rel(x["ckpt_pool"][last[n]], x["ht"][n]) for n in ends), default=None)
+                row["ckpt_ms"] = triton.testing.do_bench(lambda: lib.forward(ac), warmup=10, rep=args.rep,
+                                                         return_mode="median")
             row["peer_ms"] = None
             if fla_fn is not None:
                 peer = peer_call(fla_fn, x, packed)
@@ -326,6 +367,12 @@ def main():
             print(f"{r['name']:26s} " + "  ".join(
                 f"{fm} {r.get(fm + '_ms', float('nan')):.3f} ms (o {r.get('rel_err_o_' + fm, float('nan')):.2e}, "
                 f"S {r.get('rel_err_state_' + fm, float('nan')):.2e})" for fm in forms))
+    for r in result["cases"]:
+        if r.get("ckpt_ms") is not None:
+            err = r.get("ckpt_err_state")
+            print(f"{r['name']:26s} checkpoints every {r['ckpt_every'] * gdn.CHECKPOINT_TOKENS} tokens: "
+                  f"{r['ckpt_ms']:.3f} ms against {r['ours_ms']:.3f} without "
+                  f"(last checkpoint against the final state {'-' if err is None else f'{err:.1e}'})")
     for r in result.get("crossover", []):
         print(f"crossover N=32 T={r['T']:4d}: recurrent {r['recurrent_ms']:.3f} ms, chunked {r['chunked_ms']:.3f} ms")
 

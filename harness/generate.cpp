@@ -230,16 +230,27 @@ GeneratedInputs generate(const Case& case_) {
   in.o = make(c, c.dtype, per_token({c.Hv, c.V}));
   if (c.snapshots) in.snapshots = make(c, c.state_dtype, per_token({c.Hv, R, C}));
   if (c.snapshot_pool) {
-    // a pool with a few more slots than tokens; each token a distinct random slot, or -1
-    // (not stored) for about a quarter of them
-    in.snapshot_slots = in.T_total + 3;
+    // a pool with a few more slots than the tokens that store a state; each such token a
+    // distinct random slot, or -1 (not stored) for about a quarter of them. With checkpoints
+    // only the checkpoint tokens store one (the pool stays small for long sequences); the
+    // others' indices are -1 (checked, never used: the dense checkpoint cases show that no
+    // other token's state is stored).
+    const int64_t every = c.ckpt * GDN_CHECKPOINT_TOKENS;  // 0: every token stores
+    const auto stores = [&](int64_t i) {  // token i of the batch's token axis
+      if (every == 0) return true;
+      const int64_t n = std::upper_bound(in.bos.begin(), in.bos.end(), i) - in.bos.begin() - 1;
+      return (i - in.bos[size_t(n)] + 1) % every == 0;
+    };
+    int64_t storing = 0;
+    for (int64_t i = 0; i < in.T_total; ++i) storing += stores(i);
+    in.snapshot_slots = storing + 3;
     in.snapshots = make(c, c.state_dtype, {in.snapshot_slots, c.Hv, R, C});
     in.snapshot_indices = make(c, GDN_DTYPE_I32, tokens);
     std::vector<int32_t> perm(size_t(in.snapshot_slots));
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), plan);
-    for (int64_t i = 0; i < in.T_total; ++i)
-      in.snapshot_indices.set(i, plan() % 4 == 0 ? -1 : perm[size_t(i)]);
+    for (int64_t i = 0, next = 0; i < in.T_total; ++i)
+      in.snapshot_indices.set(i, !stores(i) || plan() % 4 == 0 ? -1 : perm[size_t(next++)]);
   }
   for (int r = 0; r < kRoleCount; ++r) {
     if (r != kInitialState && written_by_call(in, Role(r)) && tensor_of(in, Role(r)).present())

@@ -10,7 +10,8 @@
 #              build), CHUNKED_SANITIZE the builds the sanitizers run on (unset: lib; empty: none);
 #   prefill    bench/bench_prefill.py: BENCH.md's prefill cases against flash-linear-attention,
 #              ours as the library chooses and in the forms PREFILL_FORMS (default fused,split:1),
-#              PREFILL_S seconds (default 240), PREFILL_CASES picks cases;
+#              PREFILL_S seconds (default 240), PREFILL_CASES picks cases, PREFILL_ARGS more options
+#              (e.g. --checkpoints 64);
 #   tool       gdn info / check / demo / bench (decode, two prefill cases) on the cuda backend,
 #              gdn run --path chunked against --path recurrent on a safetensors file
 #              (scripts/tool_chunked_check.py), and the oracle against the
@@ -32,8 +33,8 @@
 #   compare    (not in the default list) same-run timings, no peer, of the packed build and every
 #              build added with --add-lib, alternating, COMPARE_REPEATS times (default 2), on
 #              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536), COMPARE_LIBS the
-#              builds ("lib NAME ...", default all): how a change is measured against the build
-#              before it;
+#              builds ("lib NAME ...", default all), COMPARE_ARGS more bench_prefill.py options:
+#              how a change is measured against the build before it;
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
 #              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
@@ -146,7 +147,7 @@ fi
 if has prefill; then  # every form of ours against fla, side by side (bench/bench_prefill.py)
   timeout "$(( ${PREFILL_S:-240} + 60 ))" python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" \
     --out "$FINAL" --forms "${PREFILL_FORMS:-fused,split:1}" --rep 30 --deadline "${PREFILL_S:-240}" \
-    ${PREFILL_CASES:+--cases "$PREFILL_CASES"} > "$WORK/prefill.log" 2>&1
+    ${PREFILL_CASES:+--cases "$PREFILL_CASES"} ${PREFILL_ARGS:-} > "$WORK/prefill.log" 2>&1
   note "== prefill benchmark: rc=$? ($(elapsed))"
   sed -n '/^results:/,$p' "$WORK/prefill.log" >> "$SUMMARY"
 fi
@@ -193,7 +194,8 @@ if has compare; then  # the packed build (lib) and every --add-lib build, altern
     for d in $(builds "${COMPARE_LIBS:-}"); do
       name=$(basename "$d")
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 300 python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" \
-        --out "$WORK/compare/$name-$r" --cases "$C" --no-peer --rep 30 --commit "$name" > "$WORK/compare/$name-$r.log" 2>&1
+        --out "$WORK/compare/$name-$r" --cases "$C" --no-peer --rep 30 --commit "$name" ${COMPARE_ARGS:-} \
+        > "$WORK/compare/$name-$r.log" 2>&1
       grep -E '^prefill-' "$WORK/compare/$name-$r.log" | sed "s/^/$name r$r /" >> "$SUMMARY"
     done
   done

@@ -13,6 +13,7 @@ const ChunkedLaunchers& chunked_launchers_bf16() {
       [] { return set_split_smem_limits<MmaBf16>(); },
       [](const ChunkParams& p, const TileMaps& m, cudaStream_t s) { return launch_prepare<MmaBf16>(p, m, s); },
       [](const ChunkParams& p, const TileMaps& m, cudaStream_t s) { return launch_window_chain<MmaBf16>(p, m, s); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_checkpoint_indices<MmaBf16>(p, s); },
       [] { return wgmma_chain_runs<MmaBf16>(); },
   };
   return launchers;

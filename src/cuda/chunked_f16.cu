@@ -13,6 +13,7 @@ const ChunkedLaunchers& chunked_launchers_f16() {
       [] { return set_split_smem_limits<MmaF16>(); },
       [](const ChunkParams& p, const TileMaps& m, cudaStream_t s) { return launch_prepare<MmaF16>(p, m, s); },
       [](const ChunkParams& p, const TileMaps& m, cudaStream_t s) { return launch_window_chain<MmaF16>(p, m, s); },
+      [](const ChunkParams& p, cudaStream_t s) { return launch_checkpoint_indices<MmaF16>(p, s); },
       [] { return wgmma_chain_runs<MmaF16>(); },
   };
   return launchers;

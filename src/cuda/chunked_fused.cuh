@@ -38,32 +38,6 @@ __device__ __forceinline__ void tma_chunk_tiles(const ChunkParams& p, const Tile
 #endif
 
 
-// State checkpoints (ChunkParams::ckpt_tokens > 0). Every snapshot index of a live sequence
-// is a pool slot or -1 (all of them, as the recurrent kernel checks them, though only the
-// checkpoint tokens' are read): false, with the flag raised, otherwise. Every thread calls it.
-__device__ __forceinline__ bool checkpoint_indices_valid(const ChunkParams& p, int64_t n, const Sequence& sq) {
-  if (p.ckpt_tokens == 0 || !p.snapshot_indices || sq.slot < 0) return true;
-  return valid_or_flagged(p.error_flags, snapshot_indices_flag(p, n, sq));
-}
-
-// The state after chunk c (this thread's fragments, rows [16 warp, +16)) to its checkpoint, when
-// the chunk is whole and ends ckpt_tokens x m tokens into the sequence: dense at that token, or
-// the pool slot its snapshot index names (none for -1).
-__device__ __forceinline__ void store_checkpoint(const ChunkParams& p, int64_t n, const Sequence& sq, int h,
-                                                 int64_t c, const float (&S)[16][4], int warp, int g, int q) {
-  const int64_t end = (c + 1) * kC;  // tokens of the sequence through chunk c
-  if (p.ckpt_tokens == 0 || end > sq.len || end % p.ckpt_tokens != 0) return;
-  const int64_t tok = sq.bos + end - 1;
-  void* dst = p.ckpt_dense.p;  // one store below for both forms (the kernel's loop stays short)
-  int64_t base = n * p.ckpt_dense.seq + tok * p.ckpt_dense.tok + h * p.ckpt_dense.head, row = p.ckpt_row;
-  if (!dst) {
-    const int32_t slot = p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
-    if (slot < 0) return;
-    dst = p.ckpt_pool.p, base = slot * p.ckpt_pool.slot + h * p.ckpt_pool.head, row = p.ckpt_pool.row;
-  }
-  store_state_to(p, dst, base, row, S, 16 * warp, 0, g, q);
-}
-
 // kCheckpoints: the instance for calls with state checkpoints (p.ckpt_tokens > 0); the other
 // one has none of their code (in the loop it cost the fused cases 2.5%: H200, same run).
 template <class M, bool kCheckpoints>
@@ -175,6 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 
   RawGates gates_ahead;  // kGateWarp: the raw gates of the chunk after next
   if (warp == kGateWarp && chunks > 1) gates_ahead = load_raw_gates(p, n, sq, h, 1, lane);
+  int64_t next_checkpoint = kCheckpoints ? first_checkpoint_chunk(p, 0) : -1;
   for (int64_t c = 0; c < chunks; ++c) {
     const int buf = int(c & 1);
     const int64_t tok0 = sq.bos + c * kC;
@@ -252,7 +227,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     if (next)
       key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
 #endif
-    if (kCheckpoints) store_checkpoint(p, n, sq, h, c, S, warp, g, q);  // S is the state after chunk c
+    if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
+      store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q);
+      next_checkpoint += checkpoint_every_chunks(p);
+    }
 
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
     uint16_t* o_stage = &s.q[buf][0][0];  // in q's layout: [C tokens, V]

@@ -92,6 +92,7 @@ struct ChunkedPlan {
   ck::WindowPlan windows;
   size_t prepared_bytes = 0;   // the prepared chunks (with windows: one window buffer), first
   size_t workspace_bytes = 0;  // and the segment or window states after them
+  size_t ckpt_ok_offset = 0;   // with checkpoints into a pool: ChunkParams::ckpt_seq_ok, at the end
 };
 
 int64_t env_int(const char* name, int64_t fallback) {
@@ -129,10 +130,13 @@ bool wgmma_chain(const Problem& p) {
 ChunkedPlan plan_call(const Problem& p) {
   ChunkedPlan plan;
   plan.wgmma_chain = wgmma_chain(p);
-  if (!split_form_fits(p) || p.checkpoint_tokens > 0) return plan;  // checkpoints: the fused kernel
+  // State checkpoints: stored by the wgmma chain (two CTAs a pair) and the fused kernel only.
+  const bool checkpoints = p.checkpoint_tokens > 0;
+  const char* form = std::getenv("GDN_CHUNKED_FORM");
+  if (!split_form_fits(p) || (checkpoints && (!plan.wgmma_chain || (form && std::strcmp(form, "split1") == 0))))
+    return plan;
   const int sms = sm_count(p.device_id);
   const int64_t chunks = (p.T + ck::kC - 1) / ck::kC;
-  const char* form = std::getenv("GDN_CHUNKED_FORM");
   const size_t chunk_bytes = sizeof(ck::PreparedChunk);
   const size_t state_bytes = size_t(p.V) * size_t(p.K) * sizeof(float);
   const size_t all_heads = size_t(p.N) * size_t(p.Hv) * chunk_bytes;  // one chunk of every (sequence, head)
@@ -140,7 +144,7 @@ ChunkedPlan plan_call(const Problem& p) {
   const auto overlaps = [&](int split) {  // whether plan_windows would overlap that chain (dense only)
     return !p.packed && ck::plan_windows(chunks, p.N * p.Hv * split, sms, all_heads, carry_bytes).overlap;
   };
-  const ck::FormChoice choice = ck::choose_form(p.N * p.Hv, sms, plan.wgmma_chain, overlaps);
+  const ck::FormChoice choice = ck::choose_form(p.N * p.Hv, sms, plan.wgmma_chain, overlaps, !checkpoints);
   plan.chain_split = choice.chain_split;
   plan.serial_chain_split = choice.serial_chain_split;
   const int forced_chain = form && std::strcmp(form, "split1") == 0   ? 1
@@ -178,6 +182,10 @@ ChunkedPlan plan_call(const Problem& p) {
     }
   }
   if (plan.workspace_bytes == 0) plan.workspace_bytes = plan.prepared_bytes;
+  if (checkpoints && p.snapshot_indices) {  // the sequences' snapshot-index verdicts, after the rest
+    plan.ckpt_ok_offset = plan.workspace_bytes;
+    plan.workspace_bytes += (size_t(p.N) * sizeof(int32_t) + 255) / 256 * 256;
+  }
 
   const size_t cap = plan.windows.window_chunks > 0 ? ck::kMaxSplitWorkspaceBytes : ck::kMaxOnePassWorkspaceBytes;
   plan.split = choice.split && plan.workspace_bytes <= cap;
@@ -352,6 +360,8 @@ gdn_status cuda_chunked_forward(const Problem& p) {
     c.seg_chunks = plan.segments.seg_chunks;
     if (c.segments > 1)
       c.seg_states = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + plan.prepared_bytes);
+    if (plan.ckpt_ok_offset > 0)
+      c.ckpt_seq_ok = reinterpret_cast<int32_t*>(static_cast<unsigned char*>(p.workspace) + plan.ckpt_ok_offset);
   }
   const DeviceScope scope(p.device_id);
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
@@ -360,7 +370,9 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   // Windows that would run one after the other anyway (a graph capture; run_windows also checks
   // for a side stream) while the whole call's chunks fit the same workspace: one pass instead,
   // without the windows' gaps.
-  const bool one_pass_fits = size_t(c.chunk_slots) * size_t(p.Hv) * sizeof(ck::PreparedChunk) <= plan.workspace_bytes;
+  // (not into the checkpoint-index words after the rest: the check kernel writes them first)
+  const size_t before_flags = plan.ckpt_ok_offset > 0 ? plan.ckpt_ok_offset : plan.workspace_bytes;
+  const bool one_pass_fits = size_t(c.chunk_slots) * size_t(p.Hv) * sizeof(ck::PreparedChunk) <= before_flags;
   const bool windows = plan.windows.window_chunks > 0 &&
                        !(one_pass_fits && (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
   if (!windows || !plan.windows.overlap) c.chain_split = plan.serial_chain_split;  // nothing overlaps
@@ -377,14 +389,17 @@ gdn_status cuda_chunked_forward(const Problem& p) {
                      : ck::prep_group_heads(c.ratio, int(forced_heads));
   ck::TileMaps maps;
   if (!split || c.chain_wgmma) maps.on = token_tile_maps(p, c, maps);
-  cudaError_t e;
-  if (!split)
-    e = launch.fused(c, maps, stream);
-  else if (windows)
-    e = run_windows(launch, c, maps, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id,
-                    one_pass_fits);
-  else
-    e = launch.split(c, maps, stream);
+  // With checkpoints into a pool, the split form's snapshot indices are checked first, once.
+  cudaError_t e = split && c.ckpt_seq_ok ? launch.checkpoint_indices(c, stream) : cudaSuccess;
+  if (e == cudaSuccess) {
+    if (!split)
+      e = launch.fused(c, maps, stream);
+    else if (windows)
+      e = run_windows(launch, c, maps, plan, static_cast<unsigned char*>(p.workspace), stream, p.device_id,
+                      one_pass_fits);
+    else
+      e = launch.split(c, maps, stream);
+  }
   if (e != cudaSuccess) return device_error(e, split ? "launching the chunked prepare and chain kernels"
                                                      : "launching the chunked kernel");
   return GDN_STATUS_SUCCESS;

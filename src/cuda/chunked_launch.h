@@ -20,6 +20,9 @@ struct ChunkedLaunchers {
   cudaError_t (*split_limits)();
   cudaError_t (*prepare)(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream);
   cudaError_t (*window_chain)(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream);
+  // the split form with checkpoints into a pool: each sequence's snapshot indices checked into
+  // p.ckpt_seq_ok, once per call before the chains
+  cudaError_t (*checkpoint_indices)(const ChunkParams& p, cudaStream_t stream);
   // whether the wgmma chain's loaded code has wgmma (built for sm_90a, not JIT-compiled from the
   // portable PTX)
   bool (*wgmma_chain_runs)();

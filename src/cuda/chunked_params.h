@@ -39,9 +39,10 @@ struct ChunkParams : BatchParams {
                                   // (GDN_CHUNKED_PREPARE=mma; else chunk_prepare_wgmma_kernel)
   int32_t prep_heads = 1;         // value heads a wgmma prepare CTA takes (prep_group_heads): a
                                   // divisor of the ratio, all sharing one key head
-  // state checkpoints (chunk_checkpoint_every; the fused kernel only): the state after every
-  // ckpt_tokens tokens of a sequence (a multiple of C), to snapshots dense [N, T, Hv, R, C]
-  // ((n, t, h, r * ckpt_row + c)) or a pool [P2, Hv, R, C] at slot snapshot_indices[n, t]
+  // state checkpoints (chunk_checkpoint_every; the fused kernel and the wgmma chain): the state
+  // after every ckpt_tokens tokens of a sequence (a multiple of C), to snapshots dense
+  // [N, T, Hv, R, C] ((n, t, h, r * ckpt_row + c)) or a pool [P2, Hv, R, C] at slot
+  // snapshot_indices[n, t]
   int64_t ckpt_tokens = 0;                   // 0: none
   TokenView ckpt_dense;                      // p null: pooled
   int64_t ckpt_row = 0;
@@ -49,6 +50,9 @@ struct ChunkParams : BatchParams {
   const int32_t* snapshot_indices = nullptr;  // [N, T] | [T_total] in [-1, P2), checked by the kernel
   int64_t snap_idx_seq = 0, snap_idx_tok = 0;
   int64_t snap_pool_slots = 0;                // P2
+  // the split form with snapshot_indices: workspace [N] int32, sequence n's indices all valid
+  // (1) or not (0), written by checkpoint_index_check_kernel before any chain CTA reads it
+  int32_t* ckpt_seq_ok = nullptr;
 };
 
 // The second parameter block of the fused kernel and of the wgmma chain (its own, so that

@@ -760,7 +760,11 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // warpgroup 1 its transition A (from I, U = 0), both on the one stage they share. Those runs
 // write no o and skip O's products (a second loop); the other launches take the kernel with
 // the one loop (measured: a second loop cost them about 1%).
-template <class M, bool kPass1>
+// kCheckpoints: the instances for calls with state checkpoints (p.ckpt_tokens > 0): the runs
+// that carry the true state (those that write o: whole sequences, windows, segment 0 in pass 1,
+// pass 2) store it after the chunks that ask (store_checkpoint); a sequence whose snapshot
+// indices checkpoint_index_check_kernel found invalid writes nothing.
+template <class M, bool kPass1, bool kCheckpoints>
 __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
@@ -794,6 +798,7 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
     }
     return;
   }
+  if (kCheckpoints && p.ckpt_seq_ok && !p.ckpt_seq_ok[n]) return;  // (the flag is raised)
   const int64_t chunks = (sq.len + kC - 1) / kC;
   const ChainRun run = chain_run(p, role, n, h, chunks);
 
@@ -846,6 +851,7 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
   const auto chunks_loop = [&](auto outputs) {
     constexpr bool kOutputs = decltype(outputs)::value;
+    int64_t next_checkpoint = kCheckpoints && kOutputs ? first_checkpoint_chunk(p, run.c_begin) : -1;
     for (int64_t c = run.c_begin; c < run.c_end; ++c) {
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
@@ -898,6 +904,10 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
         }
       }
       wgmma_wait<0>();
+      if (kCheckpoints && kOutputs && c == next_checkpoint) {  // (a true-state run)
+        store_checkpoint(p, n, sq, h, c, S, row0, g, q);
+        next_checkpoint += checkpoint_every_chunks(p);
+      }
     }
   };
   if constexpr (kPass1) {
@@ -914,13 +924,37 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
 #endif
 }
 
+// Calls with state checkpoints into a pool (p.ckpt_seq_ok): every snapshot index of each live
+// sequence checked once per call, before any chain CTA runs, by one CTA a sequence (1024
+// threads, kIndexChecksInFlight loads in flight each: 65536 tokens in 8 rounds); the chains of
+// every window and pass then read one word (checking all of a sequence's indices in each of
+// them would cost every window's CTAs a pass over the whole sequence's indices). Nothing is
+// written for a sequence whose indices are not all valid, as in the fused kernel; padding
+// sequences are not checked.
+inline constexpr int kIndexCheckThreads = 1024;
+template <class M>  // (one copy per input dtype's translation unit; M is not used)
+__global__ void __launch_bounds__(kIndexCheckThreads) checkpoint_index_check_kernel(const __grid_constant__ ChunkParams p) {
+  const int64_t n = blockIdx.x;
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq)) return;  // (flagged; no kernel writes the sequence)
+  const bool ok = checkpoint_indices_valid(p, n, sq);  // (padding: not checked)
+  if (threadIdx.x == 0) p.ckpt_seq_ok[n] = ok ? 1 : 0;
+}
+
+template <class M>
+cudaError_t launch_checkpoint_indices(const ChunkParams& p, cudaStream_t stream) {
+  if (!p.ckpt_seq_ok || p.N <= 0) return cudaSuccess;
+  checkpoint_index_check_kernel<M><<<dim3(unsigned(p.N)), dim3(kIndexCheckThreads), 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
 // Whether chunk_chain_wgmma_kernel's loaded code has wgmma: built from sm_90a, not JIT-compiled
 // from the portable PTX (its body is empty there). Asked once.
 template <class M>
 bool wgmma_chain_runs() {
   static const bool runs = [] {
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M, false>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M, false, false>) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
@@ -1051,12 +1085,13 @@ cudaError_t set_split_smem_limits() {
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(sizeof(ChainSmemFull)));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_chain_wgmma_kernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kWgChainSmemBytes));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_chain_wgmma_kernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kWgChainSmemBytes));
+  const auto wgmma_chain_limit = [](const void* kernel) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgChainSmemBytes));
+  };
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, true>));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kCombineSmemBytes));
@@ -1088,12 +1123,17 @@ cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStrea
 template <class M>
 cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& maps, cudaStream_t stream) {
   const dim3 grid(unsigned(p.N * p.Hv * p.chain_split * runs));
-  if (runs_wgmma_chain(p) && p.seg_pass == 1)  // paired: one CTA for a middle segment's R and A
-    chunk_chain_wgmma_kernel<M, true><<<dim3(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments))),
-                                        dim3(2 * kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
-  else if (runs_wgmma_chain(p))
-    chunk_chain_wgmma_kernel<M, false><<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
-  else if (p.chain_split == 1)
+  const bool ckpt = p.ckpt_tokens > 0;
+  if (runs_wgmma_chain(p) && p.seg_pass == 1) {  // paired: one CTA for a middle segment's R and A
+    const dim3 pass1(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments)));
+    (ckpt ? chunk_chain_wgmma_kernel<M, true, true> : chunk_chain_wgmma_kernel<M, true, false>)
+        <<<pass1, dim3(2 * kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+  } else if (runs_wgmma_chain(p)) {
+    (ckpt ? chunk_chain_wgmma_kernel<M, false, true> : chunk_chain_wgmma_kernel<M, false, false>)
+        <<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+  } else if (ckpt) {  // (the host sends such calls to the fused kernel)
+    return cudaErrorInvalidValue;
+  } else if (p.chain_split == 1)
     chunk_chain_kernel<M, 1><<<grid, dim3(kChainThreads), sizeof(ChainSmemFull), stream>>>(p);
   else if (p.chain_split == kVSplit)
     chunk_chain_kernel<M, kVSplit><<<grid, dim3(kChainThreads), sizeof(ChainSmem), stream>>>(p);

@@ -288,6 +288,44 @@ __device__ __forceinline__ void store_state(const ChunkParams& p, int64_t slot, 
   store_state_to(p, p.ht.p, slot * p.ht.slot + h * p.ht.head, p.ht.row, S, row0, col0, g, q);
 }
 
+inline constexpr int kIndexChecksInFlight = 8;  // loads a thread (snapshot_indices_flag)
+
+// State checkpoints (ChunkParams::ckpt_tokens > 0). Every snapshot index of a live sequence
+// is a pool slot or -1 (all of them, as the recurrent kernel checks them, though only the
+// checkpoint tokens' are read): false, with the flag raised, otherwise. Every thread calls it.
+__device__ __forceinline__ bool checkpoint_indices_valid(const ChunkParams& p, int64_t n, const Sequence& sq) {
+  if (p.ckpt_tokens == 0 || !p.snapshot_indices || sq.slot < 0) return true;
+  return valid_or_flagged(p.error_flags, snapshot_indices_flag<kIndexChecksInFlight>(p, n, sq));
+}
+
+// Checkpoints fall after chunks c with (c + 1) % every == 0 (every = ckpt_tokens / C), counted
+// from the sequence's start. A run of chunks from c0 keeps the next one in a counter
+// (first_checkpoint_chunk, then += every at each), so its loop tests c against it and divides
+// nothing.
+__device__ __forceinline__ int64_t checkpoint_every_chunks(const ChunkParams& p) { return p.ckpt_tokens / kC; }
+__device__ __forceinline__ int64_t first_checkpoint_chunk(const ChunkParams& p, int64_t c0) {
+  const int64_t every = checkpoint_every_chunks(p);
+  return every > 0 ? (c0 / every + 1) * every - 1 : -1;  // -1: never (c >= 0)
+}
+
+// The state after checkpoint chunk c (this thread's fragments of rows [row0, +16), all key
+// columns) to its checkpoint when the chunk is whole: dense at its last token, or the pool slot
+// that token's snapshot index names (none for -1). The fused kernel and the wgmma chain.
+__device__ __forceinline__ void store_checkpoint(const ChunkParams& p, int64_t n, const Sequence& sq, int h,
+                                                 int64_t c, const float (&S)[16][4], int row0, int g, int q) {
+  const int64_t end = (c + 1) * kC;  // tokens of the sequence through chunk c
+  if (end > sq.len) return;          // a partial last chunk: final_state is that state
+  const int64_t tok = sq.bos + end - 1;
+  void* dst = p.ckpt_dense.p;  // one store below for both forms (the kernel's loop stays short)
+  int64_t base = n * p.ckpt_dense.seq + tok * p.ckpt_dense.tok + h * p.ckpt_dense.head, row = p.ckpt_row;
+  if (!dst) {
+    const int32_t slot = p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
+    if (slot < 0) return;
+    dst = p.ckpt_pool.p, base = slot * p.ckpt_pool.slot + h * p.ckpt_pool.head, row = p.ckpt_pool.row;
+  }
+  store_state_to(p, dst, base, row, S, row0, 0, g, q);
+}
+
 // ---- the intra-chunk steps (independent of the state)
 
 // rq_t, rk_t = 1 / sqrt(||x_t||^2 + 1e-6) of the chunk's q and k rows; warp w: rows [8 w, +8).

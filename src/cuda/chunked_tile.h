@@ -535,14 +535,18 @@ struct FormChoice {
   double us_per_chunk = 0;           // the model's cost (for the tests)
 };
 // overlaps(s): whether the window plan overlaps the chain of s CTAs per pair with the preparation.
+// full_chain false: the two-CTA chain only (calls with state checkpoints, which the wgmma chain
+// stores and the full chain does not).
 template <class Overlaps>
-constexpr FormChoice choose_form(int64_t sequence_heads, int sms, bool wgmma_chain, Overlaps overlaps) {
+constexpr FormChoice choose_form(int64_t sequence_heads, int sms, bool wgmma_chain, Overlaps overlaps,
+                                 bool full_chain = true) {
   FormChoice best;
   if (sms <= 0 || sequence_heads <= 0) return best;
   const auto waves = [&](int64_t ctas) { return double((ctas + sms - 1) / sms); };
   best.us_per_chunk = waves(sequence_heads) * kFusedStepUs;
   double best_serial = 1e300;
   for (int split : {kVSplit, 1}) {
+    if (split == 1 && !full_chain) break;
     const int64_t ctas = sequence_heads * split;
     const double prep_all = double(sequence_heads) * prep_cta_us(split, wgmma_chain) / double(sms * kPrepCtasPerSm);
     const double serial = prep_all + waves(ctas) * chain_step_us(split, wgmma_chain);

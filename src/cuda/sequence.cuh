@@ -54,13 +54,22 @@ __device__ __forceinline__ uint32_t resolve_span(const Params& p, int64_t n, Seq
 
 // snapshot_indices[n, t] of the live sequence s in [-1, P2) for every t (Params with
 // snapshot_indices, snap_idx_seq, snap_idx_tok and snap_pool_slots): the flag's bit, else 0.
-// Every thread of the CTA calls it (a barrier).
-template <class Params>
+// Every thread of the CTA calls it (a barrier). kInFlight loads a thread in flight at once (the
+// chunked kernels' long sequences; decode's are one round).
+template <int kInFlight = 1, class Params>
 __device__ __forceinline__ uint32_t snapshot_indices_flag(const Params& p, int64_t n, const Sequence& s) {
+  const int32_t* idx = p.snapshot_indices + n * p.snap_idx_seq + s.bos * p.snap_idx_tok;
+  const int64_t threads = blockDim.x;
   int invalid = 0;
-  for (int64_t t = threadIdx.x; t < s.len; t += blockDim.x) {
-    const int32_t slot = p.snapshot_indices[n * p.snap_idx_seq + (s.bos + t) * p.snap_idx_tok];
-    invalid |= slot < -1 || slot >= p.snap_pool_slots;
+  for (int64_t t0 = threadIdx.x; t0 < s.len; t0 += kInFlight * threads) {
+    int32_t slot[kInFlight];
+#pragma unroll
+    for (int i = 0; i < kInFlight; ++i) {
+      const int64_t t = t0 + i * threads;
+      slot[i] = t < s.len ? idx[t * p.snap_idx_tok] : -1;
+    }
+#pragma unroll
+    for (int i = 0; i < kInFlight; ++i) invalid |= slot[i] < -1 || slot[i] >= p.snap_pool_slots;
   }
   return __syncthreads_or(invalid) ? GDN_ERROR_FLAG_SNAPSHOT_INDICES : 0u;
 }

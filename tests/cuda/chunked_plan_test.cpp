@@ -70,6 +70,19 @@ TEST(FormChoice, BenchmarkShapes) {
   EXPECT_EQ(hv64.serial_chain_split, 2);
 }
 
+// Calls with state checkpoints take the two-CTA chain or the fused kernel (the full chain
+// stores none): never the full chain, and both chains' serial choice two-CTA.
+TEST(FormChoice, CheckpointsTakeTheTwoCtaChain) {
+  const auto overlap = [](int) { return true; };
+  for (bool wgmma : {true, false})
+    for (int64_t pairs : {1, 8, 32, 64, 128, 512, 4096}) {
+      const FormChoice f = choose_form(pairs, kSms, wgmma, overlap, false);
+      EXPECT_EQ(f.chain_split, kVSplit) << pairs;
+      EXPECT_EQ(f.serial_chain_split, kVSplit) << pairs;
+    }
+  EXPECT_TRUE(choose_form(64, kSms, false, overlap, false).split);  // Hv 64: the key-half chain still pays
+}
+
 // The overlap the model counts on is the window plan's own: 2^20 tokens at Hv 64 would need
 // windows of 256 chunks for at most kMaxOverlapWindows of them, but only 125 fit the bound, so
 // the windows run in turn and the key-half chain is chosen.

@@ -147,7 +147,9 @@ const Named kOracleCases[] = {
     {"long_2048", "N=1,T=2048,Hk=1,Hv=2,dtype=bf16"},
     {"long_2048_none_l2norm", "N=1,T=2048,Hk=1,Hv=2,dtype=bf16,decay=none,l2norm=1"},
     {"model_heads", "N=2,T=256,Hk=16,Hv=32,dtype=bf16"},
-    // state checkpoints (the fused kernel in every form's scope)
+    // state checkpoints: stored by the wgmma chain in the split forms (one pass, the sequence
+    // split, windows) and by the fused kernel (the fused forms; the key-half and full chains
+    // take it too)
     {"ckpt_ratio3", "N=2,T=300,Hk=2,Hv=6,dtype=bf16,snap=1,ckpt=1"},
     {"ckpt_pool_packed_inplace", "seqlens=130:0:64:200:5,Hk=2,Hv=4,dtype=bf16,pool=7,pad=1,inplace=1,snap=pool,"
                                  "ckpt=2,l2norm=1,gate=raw"},
@@ -698,33 +700,50 @@ TEST(Device, InvalidIndicesWriteNothing) {
 // Checkpoints into a snapshot pool: an out-of-range snapshot index anywhere in sequence 1 (not
 // at a checkpoint token: every entry is checked, as on the recurrent path) raises its flag, and
 // sequence 1 writes nothing (o, final state, checkpoints); the others are as in a valid call.
-TEST(Device, InvalidCheckpointIndexWritesNothing) {
-  GDN_SKIP_WITHOUT_GPU();
-  Case c = parse_case("seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,snap=pool,ckpt=1");
+// Every form that stores checkpoints: the fused kernel, and the wgmma chain in one pass, with the
+// sequence split and in windows (dense; the split form checks the indices once, before its
+// chains: checkpoint_index_check_kernel).
+void invalid_checkpoint_index_writes_nothing(const char* form, const char* text) {
+  Case c = parse_case(text);
   c.seed = fresh_seed();
   const GeneratedInputs pristine = generate(c);
   GeneratedInputs valid = pristine, bad = pristine;
-  ASSERT_EQ(run_path(valid, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+  ASSERT_EQ(run_path(valid, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << form << ": " << gdn_last_error();
   bad.snapshot_indices.set(bad.bos[1] + 10, double(bad.snapshot_slots + 2));
   ErrorWord flags;
-  ASSERT_EQ(run_path(bad, GDN_PATH_CHUNKED, flags.ptr), GDN_STATUS_SUCCESS) << gdn_last_error();
-  EXPECT_EQ(flags.read(), uint32_t(GDN_ERROR_FLAG_SNAPSHOT_INDICES));
+  ASSERT_EQ(run_path(bad, GDN_PATH_CHUNKED, flags.ptr), GDN_STATUS_SUCCESS) << form << ": " << gdn_last_error();
+  EXPECT_EQ(flags.read(), uint32_t(GDN_ERROR_FLAG_SNAPSHOT_INDICES)) << form << ": " << text;
   const int64_t row = c.Hv * c.V;  // o elements per token
   for (int64_t i = 0; i < bad.o.numel(); ++i) {
     const int64_t tok = i / row;
     const bool silent = tok >= bad.bos[1] && tok < bad.bos[2];
-    ASSERT_TRUE(same_bits(bad.o, silent ? pristine.o : valid.o, i)) << "o at token " << tok;
+    ASSERT_TRUE(same_bits(bad.o, silent ? pristine.o : valid.o, i)) << form << ": " << text << ": o at token " << tok;
   }
   const int64_t per_slot = c.Hv * c.V * c.K;
   for (int64_t i = 0; i < bad.final_state_out()->numel(); ++i) {
     const bool silent = i / per_slot == bad.slot[1];
     ASSERT_TRUE(same_bits(*bad.final_state_out(), silent ? *pristine.final_state_out() : *valid.final_state_out(), i))
-        << "final state at slot " << i / per_slot;
+        << form << ": " << text << ": final state at slot " << i / per_slot;
   }
-  const int32_t checkpoint_slot = int32_t(bad.snapshot_indices.get(bad.bos[1] + 63));  // sequence 1's first
-  for (int64_t i = 0; checkpoint_slot >= 0 && i < per_slot; ++i)
-    ASSERT_TRUE(same_bits(bad.snapshots, pristine.snapshots, checkpoint_slot * per_slot + i))
-        << "sequence 1's checkpoint written";
+  for (int64_t t = 63; t < bad.bos[2] - bad.bos[1]; t += 64) {  // sequence 1's checkpoints
+    const int32_t checkpoint_slot = int32_t(bad.snapshot_indices.get(bad.bos[1] + t));
+    for (int64_t i = 0; checkpoint_slot >= 0 && i < per_slot; ++i)
+      ASSERT_TRUE(same_bits(bad.snapshots, pristine.snapshots, checkpoint_slot * per_slot + i))
+          << form << ": " << text << ": sequence 1's checkpoint after token " << t << " written";
+  }
+}
+
+TEST(Device, InvalidCheckpointIndexWritesNothing) {
+  GDN_SKIP_WITHOUT_GPU();
+  const char* packed = "seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,snap=pool,ckpt=1";
+  const char* dense = "N=3,T=300,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=5,snap=pool,ckpt=1";
+  for (const Form& f : {Form{"fused", nullptr, nullptr, "fused"}, Form{"split2", "1", "0", "split"},
+                        Form{"split2", "3", "0", "split, 3 segments"},
+                        Form{"split2", "1", "2", "split, windows of 2 chunks"}}) {
+    const FormScope scope(f);
+    invalid_checkpoint_index_writes_nothing(f.name, packed);
+    invalid_checkpoint_index_writes_nothing(f.name, dense);
+  }
 }
 
 // One call captured in a CUDA graph and replayed gives the plain call's bits (windows: the
@@ -759,6 +778,7 @@ void graph_capture_replays(const char* form, const char* text) {
   cudaStreamDestroy(stream);
   EXPECT_TRUE(same_tensor_bits(graphed.o, plain.o)) << form;
   EXPECT_TRUE(same_tensor_bits(*graphed.final_state_out(), *plain.final_state_out())) << form;
+  if (c.ckpt > 0) EXPECT_TRUE(same_tensor_bits(graphed.snapshots, plain.snapshots)) << form << ": checkpoints";
 }
 
 TEST(Device, GraphCaptureReplays) {
@@ -767,6 +787,8 @@ TEST(Device, GraphCaptureReplays) {
     const FormScope scope(f);
     graph_capture_replays(f.name, "seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1");
     graph_capture_replays(f.name, "N=2,T=300,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,pad=1,inplace=1");
+    // checkpoints into a pool: windows captured may run as one pass, beside the index words
+    graph_capture_replays(f.name, "N=2,T=300,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,snap=pool,ckpt=1");
   }
 }
 
