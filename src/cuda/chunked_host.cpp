@@ -200,14 +200,17 @@ ChunkedPlan plan_call(const Problem& p) {
 // the chains run on the side stream, one priority above the caller's stream, beside the next
 // window's preparation on the caller's stream, ordered by events: the side stream first waits
 // for everything already queued on the caller's stream (fork); chain(w) after prepare(w);
-// prepare(w + 2) after chain(w), whose buffer it reuses; the caller's stream waits for the last
+// prepare(w + 1) after the side stream has reached chain(w) (an event recorded just before it:
+// prepare(w) and chain(w - 1) done), so that chain(w)'s CTAs, which need whole SMs, are
+// dispatched with prepare(w + 1)'s and not after them (prepare(w + 1) reuses chain(w - 1)'s
+// buffer, so it waited for chain(w - 1) already); the caller's stream waits for the last
 // chain (join), on the error paths too, so nothing of the call outlives what the caller's
 // stream orders. Otherwise the windows run one after the other on the caller's stream, or,
 // when the whole call's chunks fit the workspace (one_pass_fits), as one pass.
 cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParams& base_in, const ck::TileMaps& maps,
                         const ChunkedPlan& plan, unsigned char* workspace, cudaStream_t stream, int device,
                         bool one_pass_fits) {
-  static_assert(ck::kWindowBuffers == 2, "the event ring holds two prepared and two chained records");
+  static_assert(ck::kWindowBuffers == 2, "the event ring holds two records of each kind, one buffer a window");
   ck::ChunkParams base = base_in;
   const int64_t wc = plan.windows.window_chunks, windows = plan.windows.windows;
   base.window_chunks = wc;
@@ -246,11 +249,13 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
     }
     return e;
   }
-  // events: 0 fork, 1 join (error paths), 2 + w % 2 prepare(w) done, 4 + w % 2 chain(w) done.
-  // An event is recorded again only after every wait on its previous record was enqueued.
+  // events: 0 fork, 1 join (error paths), 2 + w % 2 prepare(w) done, 4 + w % 2 chain(w) done,
+  // 6 + w % 2 the side stream at chain(w). An event is recorded again only after every wait on
+  // its previous record was enqueued.
   const cudaStream_t chain_stream = side.stream();
   const auto prepared = [&](int64_t w) { return side.event(2 + int(w % 2)); };
   const auto chained = [&](int64_t w) { return side.event(4 + int(w % 2)); };
+  const auto chain_next = [&](int64_t w) { return side.event(6 + int(w % 2)); };
   const auto ok = [&](cudaError_t r) { return (e = r) == cudaSuccess; };
   const auto join_on_error = [&] {
     if (cudaEventRecord(side.event(1), chain_stream) != cudaSuccess ||
@@ -262,13 +267,12 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   };
   if (!ok(launch.prepare(window(0), maps, stream)) || !ok(cudaEventRecord(prepared(0), stream))) return join_on_error();
   for (int64_t w = 0; w < windows; ++w) {
-    if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(launch.window_chain(window(w), maps, chain_stream)) ||
-        !ok(cudaEventRecord(chained(w), chain_stream)))
+    if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(cudaEventRecord(chain_next(w), chain_stream)) ||
+        !ok(launch.window_chain(window(w), maps, chain_stream)) || !ok(cudaEventRecord(chained(w), chain_stream)))
       return join_on_error();
-    if (w + 1 < windows) {
-      if (w + 1 >= ck::kWindowBuffers && !ok(cudaStreamWaitEvent(stream, chained(w + 1 - ck::kWindowBuffers), 0)))
-        return join_on_error();
-      if (!ok(launch.prepare(window(w + 1), maps, stream)) || !ok(cudaEventRecord(prepared(w + 1), stream)))
+    if (w + 1 < windows) {  // (chain_next(w) follows chain(w - 1): the buffer prepare(w + 1) reuses is free)
+      if (!ok(cudaStreamWaitEvent(stream, chain_next(w), 0)) || !ok(launch.prepare(window(w + 1), maps, stream)) ||
+          !ok(cudaEventRecord(prepared(w + 1), stream)))
         return join_on_error();
     }
   }
