@@ -262,6 +262,10 @@ __device__ __forceinline__ void load_state(const ChunkParams& p, int64_t slot, i
 template <int kTiles>
 __device__ __forceinline__ void store_state_to(const ChunkParams& p, void* dst, int64_t base, int64_t row,
                                                const float (&S)[kTiles][4], int row0, int col0, int g, int q) {
+  // vk: a fragment's two key columns are adjacent, one 8- (f32) or 4-byte (bf16) store where
+  // the head and its rows are aligned for it (strides are free; row0, col0 and 2q are even)
+  const bool pairs = !p.state_kv && ((base | row) & 1) == 0 &&
+                     (reinterpret_cast<uintptr_t>(dst) & (p.state_bf16 ? 3u : 7u)) == 0;
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
 #pragma unroll
@@ -271,12 +275,18 @@ __device__ __forceinline__ void store_state_to(const ChunkParams& p, void* dst, 
       const int64_t next = p.state_kv ? row : 1;
       if (p.state_bf16) {
         uint16_t* st = static_cast<uint16_t*>(dst);
-        st[at] = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr]));
-        st[at + next] = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr + 1]));
+        const uint16_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr]));
+        const uint16_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(S[t][2 * hr + 1]));
+        if (pairs)
+          *reinterpret_cast<uint32_t*>(st + at) = uint32_t(lo) | uint32_t(hi) << 16;
+        else
+          st[at] = lo, st[at + next] = hi;
       } else {
         float* st = static_cast<float*>(dst);
-        st[at] = S[t][2 * hr];
-        st[at + next] = S[t][2 * hr + 1];
+        if (pairs)
+          *reinterpret_cast<float2*>(st + at) = make_float2(S[t][2 * hr], S[t][2 * hr + 1]);
+        else
+          st[at] = S[t][2 * hr], st[at + next] = S[t][2 * hr + 1];
       }
     }
 }
