@@ -249,13 +249,11 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
     }
     return e;
   }
-  // events: 0 fork, 1 join (error paths), 2 + w % 2 prepare(w) done, 4 + w % 2 chain(w) done,
-  // 6 + w % 2 the side stream at chain(w). An event is recorded again only after every wait on
-  // its previous record was enqueued.
+  // events: 0 fork, 1 join, 2 + w % 2 prepare(w) done, 4 + w % 2 the side stream at chain(w).
+  // An event is recorded again only after every wait on its previous record was enqueued.
   const cudaStream_t chain_stream = side.stream();
   const auto prepared = [&](int64_t w) { return side.event(2 + int(w % 2)); };
-  const auto chained = [&](int64_t w) { return side.event(4 + int(w % 2)); };
-  const auto chain_next = [&](int64_t w) { return side.event(6 + int(w % 2)); };
+  const auto chain_next = [&](int64_t w) { return side.event(4 + int(w % 2)); };
   const auto ok = [&](cudaError_t r) { return (e = r) == cudaSuccess; };
   const auto join_on_error = [&] {
     if (cudaEventRecord(side.event(1), chain_stream) != cudaSuccess ||
@@ -268,7 +266,7 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   if (!ok(launch.prepare(window(0), maps, stream)) || !ok(cudaEventRecord(prepared(0), stream))) return join_on_error();
   for (int64_t w = 0; w < windows; ++w) {
     if (!ok(cudaStreamWaitEvent(chain_stream, prepared(w), 0)) || !ok(cudaEventRecord(chain_next(w), chain_stream)) ||
-        !ok(launch.window_chain(window(w), maps, chain_stream)) || !ok(cudaEventRecord(chained(w), chain_stream)))
+        !ok(launch.window_chain(window(w), maps, chain_stream)))
       return join_on_error();
     if (w + 1 < windows) {  // (chain_next(w) follows chain(w - 1): the buffer prepare(w + 1) reuses is free)
       if (!ok(cudaStreamWaitEvent(stream, chain_next(w), 0)) || !ok(launch.prepare(window(w + 1), maps, stream)) ||
@@ -276,7 +274,8 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
         return join_on_error();
     }
   }
-  if (!ok(cudaStreamWaitEvent(stream, chained(windows - 1), 0))) return join_on_error();
+  if (!ok(cudaEventRecord(side.event(1), chain_stream)) || !ok(cudaStreamWaitEvent(stream, side.event(1), 0)))
+    return join_on_error();  // (the join, once more; else the side stream is given up)
   return cudaSuccess;
 }
 

@@ -17,7 +17,7 @@
 
 namespace gdn::cuda {
 
-inline constexpr int kSideStreamEvents = 8;
+inline constexpr int kSideStreamEvents = 6;
 inline constexpr int kMaxSideStreams = 8;  // usable ones, per device and priority
 
 struct Slot;
