@@ -912,8 +912,10 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
       for (int64_t c_span = run.c_begin, checkpoint = first_checkpoint_chunk(p, run.c_begin); c_span < run.c_end;
            checkpoint += every) {
         const int64_t span_end = checkpoint + 1 < run.c_end ? checkpoint + 1 : run.c_end;
+        // (the pool slot read before the span's chunks: its latency beside them)
+        const int32_t slot = span_end == checkpoint + 1 ? checkpoint_slot(p, n, sq, checkpoint) : -1;
         for (int64_t c = c_span; c < span_end; ++c) chunk_step(c);
-        if (span_end == checkpoint + 1) store_checkpoint(p, n, sq, h, checkpoint, S, row0, g, q);
+        if (span_end == checkpoint + 1) store_checkpoint(p, n, sq, h, checkpoint, S, row0, g, q, slot);
         c_span = span_end;
       }
     } else {
