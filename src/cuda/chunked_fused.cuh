@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
 #endif
     if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
-      store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q);
+      store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q, checkpoint_slot(p, n, sq, c));
       next_checkpoint += checkpoint_every_chunks(p);
     }
 

@@ -318,26 +318,25 @@ __device__ __forceinline__ int64_t first_checkpoint_chunk(const ChunkParams& p, 
   return every > 0 ? (c0 / every + 1) * every - 1 : -1;  // -1: never (c >= 0)
 }
 
-// The state after checkpoint chunk c (this thread's fragments of rows [row0, +16), all key
-// columns) to its checkpoint when the chunk is whole: dense at its last token, or the pool slot
-// that token's snapshot index names (none for -1). The fused kernel and the wgmma chain.
-// slot: snapshot_indices at the chunk's last token, read ahead by the caller (a pool), or
-// kSlotUnread (read here; dense checkpoints read none).
-inline constexpr int32_t kSlotUnread = INT32_MIN;
+// The snapshot index of checkpoint chunk c's last token (a pool; the caller may read it ahead of
+// the store), or -1: dense checkpoints, or a partial last chunk (final_state is that state).
 __device__ __forceinline__ int32_t checkpoint_slot(const ChunkParams& p, int64_t n, const Sequence& sq, int64_t c) {
   const int64_t tok = sq.bos + (c + 1) * kC - 1;
   return p.ckpt_dense.p || (c + 1) * kC > sq.len ? -1 : p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
 }
+
+// The state after checkpoint chunk c (this thread's fragments of rows [row0, +16), all key
+// columns) to its checkpoint when the chunk is whole: dense at its last token, or pool slot
+// `slot` (checkpoint_slot; none for -1). The fused kernel and the wgmma chain.
 __device__ __forceinline__ void store_checkpoint(const ChunkParams& p, int64_t n, const Sequence& sq, int h,
                                                  int64_t c, const float (&S)[16][4], int row0, int g, int q,
-                                                 int32_t slot = kSlotUnread) {
+                                                 int32_t slot) {
   const int64_t end = (c + 1) * kC;  // tokens of the sequence through chunk c
-  if (end > sq.len) return;          // a partial last chunk: final_state is that state
+  if (end > sq.len) return;
   const int64_t tok = sq.bos + end - 1;
   void* dst = p.ckpt_dense.p;  // one store below for both forms (the kernel's loop stays short)
   int64_t base = n * p.ckpt_dense.seq + tok * p.ckpt_dense.tok + h * p.ckpt_dense.head, row = p.ckpt_row;
   if (!dst) {
-    if (slot == kSlotUnread) slot = p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
     if (slot < 0) return;
     dst = p.ckpt_pool.p, base = slot * p.ckpt_pool.slot + h * p.ckpt_pool.head, row = p.ckpt_pool.row;
   }
