@@ -18,10 +18,12 @@
 // their accumulator registers. rk, rq, beta and the gates are folded into f32 scalings of
 // accumulators or of X, so no normalised key or query is ever rounded.
 //
-// Precision (docs/NOTES.md): every operand the kernel computes (S, D, T, X diag(beta rk), P)
-// enters the tensor cores as a hi + lo pair of half-precision values (about 16 significant
-// bits), except S in the output's S Qc^T, which takes S's hi half alone (the output path feeds
-// nothing back; key_products); only -W is rounded once. Inputs q, k, v are exact. X is stored in f32; its block
+// Precision (docs/NOTES.md): every operand the kernel computes (S, D, T, P) enters the tensor
+// cores as a hi + lo pair of half-precision values (about 16 significant bits), except S in
+// the output's S Qc^T, which takes S's hi half alone (the output path feeds nothing back;
+// key_products), and -W and its left factor X diag(beta rk), rounded once each (state
+// independent, so the same in every run of a chunk: their rounding moved no benchmark
+// case's error, H200). Inputs q, k, v are exact. X is stored in f32; its block
 // merges run on tensor cores in 3xTF32 (about 21 significant bits an operand). Planned in an
 // f64 emulation of these roundings (o <= 2.0e-3, state <= 1.1e-3 with no decay, the worst
 // regime); measured on the H200 against the f64 oracle, bf16: o 1.66e-3 (o's own rounding to
@@ -570,36 +572,57 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
 constexpr int kLowerBlocks = (kC / 16) * (kC / 16 + 1) / 2;
 
 
-// T = Mask o (X diag(beta)) and Xw = X diag(beta rk), both lower triangular, as hi + lo: only
-// the 10 blocks of 16 x 16 on and below the diagonal (their readers read no block above it),
-// whose column pairs are dealt out over the CTA: 5 a thread instead of a row's 8 with half of
-// them zeros (Nsight Compute: 12% of the fused step, waiting on its shared loads). Thread t
+// T = Mask o (X diag(beta)) as hi + lo and Xw = X diag(beta rk) rounded once, both lower
+// triangular: only the 10 blocks of 16 x 16 on and below the diagonal (their readers read no
+// block above it), whose column pairs are dealt out over the CTA: 5 a thread instead of a
+// row's 8 with half of them zeros (Nsight Compute: 12% of the fused step, waiting on its
+// shared loads). Thread t
 // takes the pair (r / 8, 2 (r % 8)), r = t % 128, of blocks 2 n + t / 128, n = 0..4: each
 // address is the lane's part plus one of two constants a step (the block a step's, chosen by
 // the warpgroup), where deriving block and pair from t + 256 n took about 130 integer
 // instructions a thread (the fused kernel, Nsight Compute). T in L::T's layout (with
 // core-matrix tiles, its blocks above the diagonal are the kernel's to zero: wgmma reads them).
+// Every pair's operands are read first (a column pair's x, beta, G and rk as one 8-byte load
+// each), then formed and stored: read pair by pair, each pair's loads waited behind the stores
+// before them (the fused kernel's SASS), five latency chains in a row.
 template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
   static_assert(kLowerBlocks == 10 && kThreads == 256, "two blocks of 128 pairs a step (one a warpgroup), five steps");
+  static_assert(kLdF % 2 == 0 && offsetof(Sm, x) % 8 == 0 && offsetof(Sm, G) % 8 == 0 &&
+                    offsetof(Sm, beta) % 8 == 0 && offsetof(Sm, rk) % 8 == 0,
+                "a column pair of x, G, beta and rk is one 8-byte load");
+  constexpr int kSteps = kLowerBlocks / 2;
   constexpr int kBi[kLowerBlocks] = {0, 1, 1, 2, 2, 2, 3, 3, 3, 3};  // block (bi, bj), bj <= bi, row by row
   constexpr int kBj[kLowerBlocks] = {0, 0, 1, 0, 1, 2, 0, 1, 2, 3};
   const int wg = tid >> 7, r = tid & 127, ri = r >> 3, rj = 2 * (r & 7);
   uint16_t* t_hi = &s.t.hi[0][0];
   uint16_t* t_lo = &s.t.lo[0][0];
+  float Gi[kSteps];
+  float2 x2[kSteps], b2[kSteps], g2[kSteps], k2[kSteps];  // columns (j, j + 1) of row i
 #pragma unroll
-  for (int n = 0; n < kLowerBlocks / 2; ++n) {
+  for (int n = 0; n < kSteps; ++n) {
     const int bi = wg ? kBi[2 * n + 1] : kBi[2 * n], bj = wg ? kBj[2 * n + 1] : kBj[2 * n];
     const int i = 16 * bi + ri, j = 16 * bj + rj;
-    const float Gi = s.G[i];
+    Gi[n] = s.G[i];
+    x2[n] = *reinterpret_cast<const float2*>(&s.x[i][j]);  // above the diagonal: not used
+    b2[n] = *reinterpret_cast<const float2*>(&s.beta[j]);
+    g2[n] = *reinterpret_cast<const float2*>(&s.G[j]);
+    k2[n] = *reinterpret_cast<const float2*>(&s.rk[j]);
+  }
+#pragma unroll
+  for (int n = 0; n < kSteps; ++n) {
+    const int bi = wg ? kBi[2 * n + 1] : kBi[2 * n], bj = wg ? kBj[2 * n + 1] : kBj[2 * n];
+    const int i = 16 * bi + ri, j = 16 * bj + rj;
+    const float xs[2] = {x2[n].x, x2[n].y}, bs[2] = {b2[n].x, b2[n].y}, gs[2] = {g2[n].x, g2[n].y},
+                ks[2] = {k2[n].x, k2[n].y};
     float t[2], w[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int jj = j + e;
-      const float xb = (jj < i ? s.x[i][jj] : (jj == i ? 1.f : 0.f)) * s.beta[jj];
-      const float mask = causal_decay(Gi, s.G[jj], jj <= i);
+      const float xb = (jj < i ? xs[e] : (jj == i ? 1.f : 0.f)) * bs[e];
+      const float mask = causal_decay(Gi[n], gs[e], jj <= i);
       t[e] = jj <= i ? mask * xb : 0.f;
-      w[e] = xb * s.rk[jj];
+      w[e] = xb * ks[e];
     }
     uint32_t hi, lo;
     split_pair<M>(t[0], t[1], hi, lo);
@@ -611,9 +634,7 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
       *reinterpret_cast<uint32_t*>(&s.t.hi[i][j]) = hi;
       *reinterpret_cast<uint32_t*>(&s.t.lo[i][j]) = lo;
     }
-    split_pair<M>(w[0], w[1], hi, lo);
-    *reinterpret_cast<uint32_t*>(&s.xw.hi[i][j]) = hi;
-    *reinterpret_cast<uint32_t*>(&s.xw.lo[i][j]) = lo;
+    *reinterpret_cast<uint32_t*>(&s.xw[i][j]) = M::pack(w[0], w[1]);
   }
 }
 
@@ -629,14 +650,11 @@ __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
     float acc[2][4] = {};  // [16 tokens, 16 key columns]
 #pragma unroll
     for (int ks = 0; ks <= mi; ++ks) {
-      uint32_t ah[4], al[4], b[4];
-      ldsm_x4(ah, a_rows(&s.xw.hi[0][0], kLdCC, 16 * mi, 16 * ks, lane));
-      ldsm_x4(al, a_rows(&s.xw.lo[0][0], kLdCC, 16 * mi, 16 * ks, lane));
+      uint32_t a[4], b[4];
+      ldsm_x4(a, a_rows(&s.xw[0][0], kLdCC, 16 * mi, 16 * ks, lane));
       ldsm_x4_trans(b, b_cols<typename L::K>(k_tile, 16 * ks, n0, lane));  // B[t][k] = Kc[t][k]
-      M::mma(acc[0], ah, b[0], b[1]);
-      M::mma(acc[0], al, b[0], b[1]);
-      M::mma(acc[1], ah, b[2], b[3]);
-      M::mma(acc[1], al, b[2], b[3]);
+      M::mma(acc[0], a, b[0], b[1]);
+      M::mma(acc[1], a, b[2], b[3]);
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {

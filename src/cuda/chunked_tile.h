@@ -154,7 +154,7 @@ struct Smem {
   HalfPair t;                 // [C, C] T = Mask o (X diag(beta)); in CoreTiles::T, whose blocks
                               // above the diagonal are zeroed once (for wgmma) and never written
   float merge[32][kLdMerge];  // scratch of the inverse's block merges
-  HalfPair xw;                // [C, C] X diag(beta rk): W's left factor
+  uint16_t xw[kC][kLdCC];     // [C, C] X diag(beta rk): W's left factor (one rounding)
   union {
     float m[kC][kLdF];           // [C, C] strictly lower diag(beta) Kn Kn^T (f32)
     uint16_t w_neg[kC][kLdTok];  // [C, K] -W, once the inverse no longer needs m
@@ -203,7 +203,7 @@ struct PrepSmem {
     HalfPair t;
     float merge[32][kLdMerge];
   };
-  HalfPair xw;
+  uint16_t xw[kC][kLdCC];
   union {
     float m[kC][kLdF];
     uint16_t w_neg[kC][kLdTok];
@@ -241,7 +241,7 @@ struct PrepWgSmem {
   };
   union {
     float merge[32][kLdMerge];
-    HalfPair xw;
+    uint16_t xw[kC][kLdCC];
   };
   float G[kC];
   float beta[kC];

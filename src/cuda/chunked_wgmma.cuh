@@ -193,7 +193,7 @@ __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int la
 
 // The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =
 // row block w % 4 of warpgroup w / 4), the sums of minus_w and new_values in the same precision:
-//   -W  = -diag(gamma) (Xw hi + Xw lo) Kc     warpgroup wg: tokens [0, C), keys [64 wg, +64)
+//   -W  = -diag(gamma) Xw Kc                  warpgroup wg: tokens [0, C), keys [64 wg, +64)
 //   D^T = Vc^T (T hi + T lo)^T                warpgroup wg: value rows [64 wg, +64), tokens [0, C)
 // A from registers: Xw by ldmatrix from its padded rows (zero where the warp's token block lies
 // above the k-step's: Xw is lower triangular), Vc^T by transposing ldmatrix. B from shared
@@ -207,29 +207,27 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
   const uint16_t* k_half = &s.k[buf][0][0] + wg * (kC * 64);  // Kc's key columns [64 wg, +64)
   const uint16_t* v_tile = &s.v[buf][0][0];
   float W[8][4];  // Xw Kc: tokens [16 wr, +16), keys [64 wg, +64), m64n64 accumulators
-  uint32_t xa[2][2][4], va[2][4];
+  uint32_t xa[2][4], va[2][4];
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's products have read xa, va [ks & 1]
     if (ks <= wr) {
-      ldsm_x4(xa[ks & 1][0], a_rows(&s.xw.hi[0][0], kLdCC, 16 * wr, 16 * ks, lane));
-      ldsm_x4(xa[ks & 1][1], a_rows(&s.xw.lo[0][0], kLdCC, 16 * wr, 16 * ks, lane));
+      ldsm_x4(xa[ks & 1], a_rows(&s.xw[0][0], kLdCC, 16 * wr, 16 * ks, lane));
     } else {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) xa[ks & 1][0][r] = xa[ks & 1][1][r] = 0u;
+      for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
     }
     ldsm_x4_trans(va[ks & 1], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));  // A[v][t'] = Vc[t'][v]
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(k_half, 16 * ks);
     const uint64_t th = k_major_desc<kC>(&s.t.hi[0][0], 16 * ks), tl = k_major_desc<kC>(&s.t.lo[0][0], 16 * ks);
     if (ks == 0) {
-      wgmma_64<M, false, true>(W, xa[0][0], kd);
+      wgmma_64<M, false, true>(W, xa[0], kd);
       wgmma_64<M, false>(D, va[0], th);
     } else {
-      wgmma_64<M, true, true>(W, xa[ks & 1][0], kd);
+      wgmma_64<M, true, true>(W, xa[ks & 1], kd);
       wgmma_64<M>(D, va[ks & 1], th);
     }
-    wgmma_64<M, true, true>(W, xa[ks & 1][1], kd);
     wgmma_64<M>(D, va[ks & 1], tl);
     wgmma_commit();
   }
