@@ -119,10 +119,14 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 
 // acc += A B over k-steps [ks_begin, ks_end) of 8, in 3xTF32: A points at a 16 x (8 ks_end)
 // tile (row-major, row stride lda floats) and B at an (8 ks_end) x 8 tile (row-major, ldb), both
-// f32 in shared memory.
+// f32 in shared memory. The three products of a k-step go to three accumulators (the two
+// small terms' sums are added to the large one's at the end), so each k-step's products wait
+// only on the same product of the k-step before: one accumulator made the inverse's merges
+// (a few k-steps, 4 of 8 warps working) a chain of 3 dependent mma a k-step.
 __device__ __forceinline__ void tile_product_tf32x3(float (&acc)[4], const float* A, int lda, const float* B,
                                                     int ldb, int ks_begin, int ks_end, int lane) {
   const int g = lane >> 2, q = lane & 3;
+  float lo_hi[4] = {0.f, 0.f, 0.f, 0.f}, hi_lo[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
   for (int ks = ks_begin; ks < ks_end; ++ks) {
     const int k = 8 * ks + q;
@@ -133,10 +137,12 @@ __device__ __forceinline__ void tile_product_tf32x3(float (&acc)[4], const float
     split_tf32(A[(g + 8) * lda + k + 4], ah[3], al[3]);
     split_tf32(B[k * ldb + g], bh[0], bl[0]);
     split_tf32(B[(k + 4) * ldb + g], bh[1], bl[1]);
-    mma_tf32(acc, al[0], al[1], al[2], al[3], bh[0], bh[1]);  // the small terms first
-    mma_tf32(acc, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+    mma_tf32(lo_hi, al[0], al[1], al[2], al[3], bh[0], bh[1]);
+    mma_tf32(hi_lo, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
     mma_tf32(acc, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
   }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] += lo_hi[i] + hi_lo[i];
 }
 
 // A 16 x 8 accumulator tile to a row-major f32 tile (row stride ld), times `scale`.
