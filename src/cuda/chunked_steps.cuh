@@ -443,21 +443,35 @@ __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int la
                                                    const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
                                                    const float* G, const float* beta) {
   const int g = lane >> 2, q = lane & 3;
+  // every gate and norm the block needs, read before its first store (the compiler cannot
+  // tell that the stores do not write them, so read row by row they waited behind the stores)
+  float Gi[2], bi[2], qi[2];
+  float2 Gj[4], rkj[4];  // columns (j, j + 1) of tile t
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int i = i0 + g + 8 * hr;
-    const float Gi = G[i], bi = beta[i] * s.rk[i], qi = s.rq[i];
+    Gi[hr] = G[i], bi[hr] = beta[i] * s.rk[i], qi[hr] = s.rq[i];
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int j = j0 + 8 * t + 2 * q;
+    Gj[t] = *reinterpret_cast<const float2*>(&G[j]);
+    rkj[t] = *reinterpret_cast<const float2*>(&s.rk[j]);
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int i = i0 + g + 8 * hr;
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int j = j0 + 8 * t + 2 * q;
+      const float Gs[2] = {Gj[t].x, Gj[t].y}, rks[2] = {rkj[t].x, rkj[t].y};
       float mv[2], pv[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int jj = j + e;
-        const float rkj = s.rk[jj];
-        mv[e] = jj < i ? bi * rkj * kk[t][2 * hr + e] : 0.f;                    // beta_i kn_i . kn_j
-        const float mask = causal_decay(Gi, G[jj], jj <= i);
-        pv[e] = jj <= i ? mask * qi * rkj * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
+        mv[e] = jj < i ? bi[hr] * rks[e] * kk[t][2 * hr + e] : 0.f;                    // beta_i kn_i . kn_j
+        const float mask = causal_decay(Gi[hr], Gs[e], jj <= i);
+        pv[e] = jj <= i ? mask * qi[hr] * rks[e] * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
       }
       *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
       uint32_t hi, lo;

@@ -207,6 +207,9 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
   const uint16_t* k_half = &s.k[buf][0][0] + wg * (kC * 64);  // Kc's key columns [64 wg, +64)
   const uint16_t* v_tile = &s.v[buf][0][0];
   float W[8][4];  // Xw Kc: tokens [16 wr, +16), keys [64 wg, +64), m64n64 accumulators
+  float ng[2];    // -gamma_i of the lane's two token rows, formed before the products
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) ng[hr] = -expf(s.G[16 * wr + g + 8 * hr]);
   uint32_t xa[2][4], va[2][4];
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
@@ -236,11 +239,10 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int i = 16 * wr + g + 8 * hr;
-    const float ng = -expf(s.G[i]);  // -gamma_i
 #pragma unroll
     for (int t = 0; t < 8; ++t)
       *reinterpret_cast<uint32_t*>(w_tile + at_split<CoreTiles::W>(g, 2 * q, i - g, 64 * wg + 8 * t)) =
-          M::pack(ng * W[t][2 * hr], ng * W[t][2 * hr + 1]);
+          M::pack(ng[hr] * W[t][2 * hr], ng[hr] * W[t][2 * hr + 1]);
   }
 }
 
@@ -281,16 +283,19 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
     }
     wgmma_commit();
   }
+  float2 qf[8];  // the output factors of the lane's token columns, read while the products run
+                 // (after the wait, whose memory clobber holds loads back, their latency showed)
+  if constexpr (kOutputs) {
+#pragma unroll
+    for (int t = 0; t < 8; ++t) qf[t] = *reinterpret_cast<const float2*>(&ct.q_f[8 * t + 2 * q]);
+  }
   wgmma_wait<0>();
   if constexpr (kOutputs) {  // O^T diag(q_f) + D^T P^T
 #pragma unroll
-    for (int t = 0; t < 8; ++t)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float f = ct.q_f[8 * t + 2 * q + e];
-        O[t][e] *= f;
-        O[t][2 + e] *= f;
-      }
+    for (int t = 0; t < 8; ++t) {
+      O[t][0] *= qf[t].x, O[t][2] *= qf[t].x;
+      O[t][1] *= qf[t].y, O[t][3] *= qf[t].y;
+    }
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
       if (ks >= 2) wgmma_wait<1>();
@@ -310,6 +315,9 @@ template <class M>
 __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                    const float (&D)[8][4], uint32_t (&a)[4][2][4]) {
   const int q = lane & 3;
+  float2 kf[8];  // the state factors of the lane's token columns, all read before the first wgmma
+#pragma unroll
+  for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[8 * t + 2 * q]);
   const float decay = expf(ct.G[kC - 1]);
 #pragma unroll
   for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
@@ -317,13 +325,11 @@ __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lan
   for (int ks = 0; ks < kC / 16; ++ks) {
     float dd[2][4];  // D^T tiles 2 ks, 2 ks + 1, columns scaled by the state factors
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float f = ct.k_f[16 * ks + 8 * u + 2 * q + e];
-        dd[u][e] = D[2 * ks + u][e] * f;
-        dd[u][2 + e] = D[2 * ks + u][2 + e] * f;
-      }
+    for (int u = 0; u < 2; ++u) {
+      const float2 f = kf[2 * ks + u];
+      dd[u][0] = D[2 * ks + u][0] * f.x, dd[u][2] = D[2 * ks + u][2] * f.x;
+      dd[u][1] = D[2 * ks + u][1] * f.y, dd[u][3] = D[2 * ks + u][3] * f.y;
+    }
     acc_to_a_split<M>(dd, 0, a[ks][0], a[ks][1]);
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, 16 * ks);
