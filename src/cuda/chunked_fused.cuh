@@ -82,6 +82,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
 #if GDN_CHUNKED_WGMMA
   const bool tma = maps.on != 0;  // q, k, v by TMA (else cp.async)
+  // The thread that issues the TMA copies (q, k, v in; o out: one thread, whose bulk groups
+  // bulk_wait_all waits for). In warp 6, idle during the loop top's inverse phase; thread 0
+  // delayed warp 0's share of the forward substitution by the copies' issue and its wait for
+  // chunk c - 2's o (Nsight Compute: warp 0 and kGateWarp the phase's last warps).
+  constexpr int kCopyThread = 6 * 32;
+  const bool copier = tid == kCopyThread;
   if (tma && tid == 0) {
     mbarrier_init(&s.tiles_full[0], 1);
     mbarrier_init(&s.tiles_full[1], 1);
@@ -97,11 +103,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   const auto load_tiles = [&](int b, int64_t c) {
 #if GDN_CHUNKED_WGMMA
     if (tma && !by_tma(c)) {  // buffer b's last reader may be a TMA store of o: read out first
-      if (tid == 0) bulk_wait_all<true>();
+      if (copier) bulk_wait_all<true>();
       __syncthreads();
     }
     if (by_tma(c)) {
-      if (tid == 0) {
+      if (copier) {
         bulk_wait_all<true>();  // chunk c - 2's o, staged in buffer b, has been read out
         tma_chunk_tiles(p, maps, s, b, n, sq.bos + c * kC, j, h);
       }
@@ -158,10 +164,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     __syncthreads();  // chunk c - 1 is done with every buffer; chunk c's m and P are written
     if (next) load_tiles(buf ^ 1, c + 1);
     cp_async_commit();
-    // chunk c + 1's raw gates, loaded a chunk ahead (used right after this barrier, their
-    // latency would hold up the forward substitution's barrier); chunk c + 2's go in flight
-    RawGates gates = gates_ahead;
-    if (warp == kGateWarp && c + 2 < chunks) gates_ahead = load_raw_gates(p, n, sq, h, c + 2, lane);
+    // chunk c + 1's raw gates, loaded during chunk c - 1's state update (used right after this
+    // barrier, their latency would hold up the forward substitution's barrier)
+    const RawGates gates = gates_ahead;
 
     // Intra-chunk: X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
     if (warp == kGateWarp) {
@@ -221,11 +226,15 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       wgmma_state_update<M>(ct, lane, S, D, a);
       wgmma_wait<4>();  // the key products (committed before the state update's four groups)
       wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
+      // chunk c + 2's raw gates in flight while the state update runs: issued at the loop top,
+      // their address arithmetic made kGateWarp the inverse phase's last warp
+      if (warp == kGateWarp && c + 2 < chunks) gates_ahead = load_raw_gates(p, n, sq, h, c + 2, lane);
       wgmma_wait<0>();
     }
 #else
     if (next)
       key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
+    if (warp == kGateWarp && c + 2 < chunks) gates_ahead = load_raw_gates(p, n, sq, h, c + 2, lane);
 #endif
     if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
       store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q, checkpoint_slot(p, n, sq, c));
@@ -252,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     if (box_store) fence_shared_for_wgmma();  // this thread's accesses of buf -> the TMA store
     __syncthreads();
     if (box_store) {
-      if (tid == 0) {
+      if (copier) {
         const int seq = p.cu_seqlens ? 0 : int(n);
         tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq);
         tma_store_4d(&maps.o, o_stage + kC * 64, 64, h, int(tok0), seq);
@@ -268,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 #endif
   }
 #if GDN_CHUNKED_WGMMA
-  if (tma && tid == 0) bulk_wait_all<false>();  // the last chunks' o written before the CTA ends
+  if (tma && copier) bulk_wait_all<false>();  // the last chunks' o written before the CTA ends
 #endif
 
   if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
