@@ -590,12 +590,12 @@ constexpr int kLowerBlocks = (kC / 16) * (kC / 16 + 1) / 2;
 // triangular: only the 10 blocks of 16 x 16 on and below the diagonal (their readers read no
 // block above it), whose column pairs are dealt out over the CTA: 5 a thread instead of a
 // row's 8 with half of them zeros (Nsight Compute: 12% of the fused step, waiting on its
-// shared loads). Thread t
-// takes the pair (r / 8, 2 (r % 8)), r = t % 128, of blocks 2 n + t / 128, n = 0..4: each
-// address is the lane's part plus one of two constants a step (the block a step's, chosen by
-// the warpgroup), where deriving block and pair from t + 256 n took about 130 integer
-// instructions a thread (the fused kernel, Nsight Compute). T in L::T's layout (with
-// core-matrix tiles, its blocks above the diagonal are the kernel's to zero: wgmma reads them).
+// shared loads). Thread t takes the pair (r / 8, 2 (r % 8)), r = t % 128, of blocks
+// 2 n + t / 128, n = 0..4: each address is the lane's part plus one of two constants a step
+// (the block a step's, chosen by the warpgroup), where deriving block and pair from t + 256 n
+// took about 130 integer instructions a thread (the fused kernel, Nsight Compute). T in L::T's
+// layout (with core-matrix tiles, its blocks above the diagonal are the kernel's to zero:
+// wgmma reads them).
 // Every pair's operands are read first (a column pair's x, beta, G and rk as one 8-byte load
 // each), then formed and stored: read pair by pair, each pair's loads waited behind the stores
 // before them (the fused kernel's SASS), five latency chains in a row.
