@@ -204,6 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
                         s.G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
 #if GDN_CHUNKED_WGMMA
+    const float decay = chunk_decay(ct);
     wgmma_chain_outputs<M>(ct, lane, S, D, O);
 #else
     key_products<M, CoreTiles>(ct, lane, S, D, O, 0);
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       float kk[4][4], qk[4][4];
       uint32_t a[4][2][4];
       wgmma_key_products_issue<M>(s, buf ^ 1, warp, kk, qk);
-      wgmma_state_update<M>(ct, lane, S, D, a);
+      wgmma_state_update<M>(ct, lane, decay, S, D, a);
       wgmma_wait<4>();  // the key products (committed before the state update's four groups)
       wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
       // chunk c + 2's raw gates in flight while the state update runs: issued at the loop top,

@@ -250,7 +250,8 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 // two parts:
 //   wgmma_chain_outputs   D^T += S (-W)^T   (S hi + lo)      O^T = S Qc^T (S hi)
 //                         O^T  = O^T diag(q_f) + D^T P^T     (dh ph + dl ph + dh pl)
-//   wgmma_state_update    S    = gamma_C S + (D^T diag(k_f)) Kc   (D scaled, hi + lo)
+//   wgmma_state_update    S    = gamma_C S + (D^T diag(k_f)) Kc   (D scaled, hi + lo;
+//                         gamma_C = chunk_decay(ct), formed by the caller)
 // with q_f, k_f the chain's per-token factors already formed (kFactors), as the fused kernel's
 // mma.sync chain takes them. The tiles must be visible to wgmma (fence_shared_for_wgmma by
 // their writers, then a barrier). The outputs' part waits for its products (-W, Qc and P may
@@ -311,14 +312,18 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
   }
 }
 
+// gamma_C, the chunk's decay of the state: formed by the caller before wgmma_chain_outputs, so
+// that its load and exp run beside those products (formed at the state update's top, the
+// scaling of S waited on them: Nsight Compute, the fused kernel).
+__device__ __forceinline__ float chunk_decay(const ChainTiles& ct) { return expf(ct.G[kC - 1]); }
+
 template <class M>
-__device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lane, float (&S)[16][4],
+__device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lane, float decay, float (&S)[16][4],
                                                    const float (&D)[8][4], uint32_t (&a)[4][2][4]) {
   const int q = lane & 3;
   float2 kf[8];  // the state factors of the lane's token columns, all read before the first wgmma
 #pragma unroll
   for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[8 * t + 2 * q]);
-  const float decay = expf(ct.G[kC - 1]);
 #pragma unroll
   for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
 #pragma unroll
