@@ -148,6 +148,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       wgmma_wait<0>();
       wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta);
     }
+    __syncthreads();  // m is complete
+    invert_diagonal_blocks(s, warp, lane);  // chunk c's are formed during chunk c - 1's state update
 #else
     key_products<M, CoreTiles>(s, 0, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta);
 #endif
@@ -177,7 +179,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       __syncwarp();
       if (next) chunk_gates(p, s.G_next, s.beta_next, hg, gates, live_rows(c + 1), lane);
     }
+#if GDN_CHUNKED_WGMMA
+    merge_inverse_blocks(s, warp, lane);  // the diagonal blocks: during chunk c - 1's state update
+#else
     invert_unit_lower(s, warp, lane);
+#endif
     __syncthreads();
     gate_inverse<M, CoreTiles>(s, tid);  // T's lower blocks
     if (tid < kC) {  // the chain's per-token factors, once for all warps (the same expressions)
@@ -217,7 +223,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       row_norms<M, CoreTiles>(s, buf ^ 1, warp, lane);  // chunk c's rq, rk are no longer read
       __syncthreads();
     }
+    uint16_t* o_stage = &s.q[buf][0][0];  // chunk c's o, in q's layout: [C tokens, V]
 #if GDN_CHUNKED_WGMMA
+    // o by two TMA boxes where all 64 rows are this sequence's (dense: rows past T are clipped;
+    // packed: a partial chunk's box would write the next sequence's rows), else thread by thread
+    const bool box_store = tma && (rows == kC || !p.cu_seqlens);
     {  // issued and stored after the last chunk too, on stale tiles and gates, into m and P that
        // nothing reads again: the same straight line every chunk (ptxas serialises every wgmma
        // of the kernel when it cannot prove the accumulators read after wgmma_wait<4> complete)
@@ -225,11 +235,28 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       uint32_t a[4][2][4];
       wgmma_key_products_issue<M>(s, buf ^ 1, warp, kk, qk);
       wgmma_state_update<M>(ct, lane, decay, S, D, a);
+      // While the products run: chunk c's o staged (q[buf]'s last reader, the outputs' S Qc^T, is
+      // done: the barrier above), chunk c + 1's m and P, then its inverse's diagonal blocks.
+      stage_o_stmatrix<M>(o_stage, O, p.scale, warp, lane);
+      if (box_store) fence_shared_for_wgmma();  // this thread's accesses of buf -> the TMA store
       wgmma_wait<4>();  // the key products (committed before the state update's four groups)
       wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
       // chunk c + 2's raw gates in flight while the state update runs: issued at the loop top,
       // their address arithmetic made kGateWarp the inverse phase's last warp
       if (warp == kGateWarp && c + 2 < chunks) gates_ahead = load_raw_gates(p, n, sq, h, c + 2, lane);
+      __syncthreads();  // chunk c + 1's m is complete, chunk c's o staged
+      if (box_store) {
+        if (copier) {
+          const int seq = p.cu_seqlens ? 0 : int(n);
+          tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq);
+          tma_store_4d(&maps.o, o_stage + kC * 64, 64, h, int(tok0), seq);
+          bulk_commit();
+        }
+      } else {
+        store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
+        if (tma) fence_shared_for_wgmma();  // this thread's reads and writes of buf -> the TMA that refills it
+      }
+      invert_diagonal_blocks(s, warp, lane);  // chunk c + 1's (stale after the last chunk, unread)
       wgmma_wait<0>();
     }
 #else
@@ -242,11 +269,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       next_checkpoint += checkpoint_every_chunks(p);
     }
 
+#if !GDN_CHUNKED_WGMMA
     __syncthreads();  // every warp is done reading q[buf]: stage o there, token-major
-    uint16_t* o_stage = &s.q[buf][0][0];  // in q's layout: [C tokens, V]
-#if GDN_CHUNKED_WGMMA
-    stage_o_stmatrix<M>(o_stage, O, p.scale, warp, lane);
-#else
 #pragma unroll
     for (int t = 0; t < 8; ++t)  // (tok, v) = lane (2q + e, g) + 8-aligned block
 #pragma unroll
@@ -254,25 +278,6 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
         o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp)] = M::one(p.scale * O[t][e]);
         o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp + 8)] = M::one(p.scale * O[t][2 + e]);
       }
-#endif
-#if GDN_CHUNKED_WGMMA
-    // o by two TMA boxes where all 64 rows are this sequence's (dense: rows past T are clipped;
-    // packed: a partial chunk's box would write the next sequence's rows), else thread by thread
-    const bool box_store = tma && (rows == kC || !p.cu_seqlens);
-    if (box_store) fence_shared_for_wgmma();  // this thread's accesses of buf -> the TMA store
-    __syncthreads();
-    if (box_store) {
-      if (copier) {
-        const int seq = p.cu_seqlens ? 0 : int(n);
-        tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq);
-        tma_store_4d(&maps.o, o_stage + kC * 64, 64, h, int(tok0), seq);
-        bulk_commit();
-      }
-    } else {
-      store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
-      if (tma) fence_shared_for_wgmma();  // this thread's reads and writes of buf -> the TMA that refills it
-    }
-#else
     __syncthreads();
     store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
 #endif

@@ -523,9 +523,11 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
 // The merges are 3xTF32 tensor-core products (chunked_mma.cuh), each warp a 16 x 8 tile of
 // Y = m X then of -X Y; Y passes through the merge scratch. Blocks above the diagonal inside
 // X_AA and X_BB are written as zeros (the merges read them); the rest of the upper triangle is
-// never read.
+// never read. In two parts, a barrier between them (invert_unit_lower): the diagonal blocks
+// (warps 0..3, CUDA cores only: the fused kernel runs them beside its state update's wgmma)
+// and the merges.
 template <class Sm>
-__device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
+__device__ __forceinline__ void invert_diagonal_blocks(Sm& s, int warp, int lane) {
   if (warp < 4) {
     const int b0 = 16 * warp;
     if (lane < 16) {
@@ -554,7 +556,10 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
       for (int r = 0; r < 16; ++r) s.x[b0 + r][b0 + lane] = 0.f;  // block (b, b + 1), lane >= 16
     }
   }
-  __syncthreads();
+}
+// The merges, once every diagonal block is in s.x (a barrier after invert_diagonal_blocks).
+template <class Sm>
+__device__ __forceinline__ void merge_inverse_blocks(Sm& s, int warp, int lane) {
   if (warp < 4) {  // 16 x 16 merges: warp (pm, nt) does columns [j0 + 8 nt, +8) of block (i0, j0);
                    // its Y columns are all its -X_ii Y needs, so no barrier between the two
     const int pm = warp >> 1, nt = warp & 1;
@@ -580,6 +585,12 @@ __device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
     tile_product_tf32x3(z, &s.x[32 + 16 * rt][32], kLdF, &s.merge[0][8 * ct], kLdMerge, 0, 2 * (rt + 1), lane);
     store_acc_f32(z, &s.x[32 + 16 * rt][8 * ct], kLdF, -1.f, lane);
   }
+}
+template <class Sm>
+__device__ __forceinline__ void invert_unit_lower(Sm& s, int warp, int lane) {
+  invert_diagonal_blocks(s, warp, lane);
+  __syncthreads();
+  merge_inverse_blocks(s, warp, lane);
 }
 
 // The 16 x 16 blocks on and below the diagonal of a [C, C] matrix.
