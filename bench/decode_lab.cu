@@ -369,9 +369,34 @@ __global__ void __launch_bounds__(128) lab_copy_kernel(const LabArgs a) {
   for (int r = 0; r < R; ++r) __stcs(s + r * K4, x[r]);
 }
 
+// The copy with plain 16-byte loads and stores (the library's hints from 256 MiB of state) and
+// the CTAs' order over the state permuted (kOrder): 0 in order; 1 CTAs 2b and 2b + 1 take
+// blocks b and nb / 2 + b (two address ranges far apart in flight at once); 2 block (b x 40503)
+// mod nb (nb a power of two: scattered over the whole buffer). Whether an in-place update's
+// cost against another buffer depends on where its reads and writes fall at one time.
+template <int R, bool kPlain, int kOrder>
+__global__ void __launch_bounds__(128) lab_copy_order_kernel(const LabArgs a) {
+  const int64_t nb = gridDim.x, b = blockIdx.x;
+  const int64_t block = kOrder == 1 ? ((b & 1) ? nb / 2 + b / 2 : b / 2) : kOrder == 2 ? (b * 40503) & (nb - 1) : b;
+  const int64_t tile = block * 4 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const float4* src = reinterpret_cast<const float4*>(a.state) + tile * R * K4 + lane;
+  float4* dst = reinterpret_cast<float4*>(a.state_out) + tile * R * K4 + lane;
+  float4 x[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) x[r] = kPlain ? src[r * K4] : __ldcs(src + r * K4);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (kPlain)
+      dst[r * K4] = x[r];
+    else
+      __stcs(dst + r * K4, x[r]);
+  }
+}
+
 // ---------------------------------------------------------------- variants, launched uniformly
 
-enum Kind { kLibVk, kLibKv, kReg, kCopy };
+enum Kind { kLibVk, kLibKv, kReg, kCopy, kCopyPlain0, kCopyPlain1, kCopyPlain2, kCopyCs2 };
 
 struct Variant {
   Kind kind;
@@ -381,6 +406,9 @@ struct Variant {
     char b[48];
     if (kind == kLibVk || kind == kLibKv)
       snprintf(b, sizeof b, "%s%s", kind == kLibVk ? "lib-vk" : "lib-kv", oop ? "-oop" : "");
+    else if (kind >= kCopyPlain0)
+      snprintf(b, sizeof b, "copy%s-R%d-order%d%s", kind == kCopyCs2 ? "cs" : "plain", tile,
+               kind == kCopyCs2 ? 2 : int(kind - kCopyPlain0), oop ? "-oop" : "");
     else
       snprintf(b, sizeof b, "%s%d%s", kind == kReg ? "b-reg-R" : "copy-R", tile, oop ? "-oop" : "");
     return b;
@@ -390,6 +418,13 @@ struct Variant {
 
 const void* variant_kernel(const Variant& v) {
   if (v.kind == kLibVk || v.kind == kLibKv) return lib_kernel_ptr(v.kv());
+  switch (v.kind) {
+    case kCopyPlain0: return (const void*)&lab_copy_order_kernel<8, true, 0>;
+    case kCopyPlain1: return (const void*)&lab_copy_order_kernel<8, true, 1>;
+    case kCopyPlain2: return (const void*)&lab_copy_order_kernel<8, true, 2>;
+    case kCopyCs2: return (const void*)&lab_copy_order_kernel<8, false, 2>;
+    default: break;
+  }
   switch (v.tile) {
     case 4: return v.kind == kReg ? (const void*)&lab_reg_kernel<4> : (const void*)&lab_copy_kernel<4>;
     case 8: return v.kind == kReg ? (const void*)&lab_reg_kernel<8> : (const void*)&lab_copy_kernel<8>;
@@ -418,6 +453,10 @@ cudaError_t launch_variant(const Variant& v, const Device& d, float* state, floa
   if (v.kind == kReg && v.tile == 8) lab_reg_kernel<8><<<grid, 128, 0, s>>>(a);
   if (v.kind == kCopy && v.tile == 4) lab_copy_kernel<4><<<grid, 128, 0, s>>>(a);
   if (v.kind == kCopy && v.tile == 8) lab_copy_kernel<8><<<grid, 128, 0, s>>>(a);
+  if (v.kind == kCopyPlain0) lab_copy_order_kernel<8, true, 0><<<grid, 128, 0, s>>>(a);
+  if (v.kind == kCopyPlain1) lab_copy_order_kernel<8, true, 1><<<grid, 128, 0, s>>>(a);
+  if (v.kind == kCopyPlain2) lab_copy_order_kernel<8, true, 2><<<grid, 128, 0, s>>>(a);
+  if (v.kind == kCopyCs2) lab_copy_order_kernel<8, false, 2><<<grid, 128, 0, s>>>(a);
   return cudaGetLastError();
 }
 
@@ -432,7 +471,7 @@ struct Check {
 };
 
 Check check_variant(const Variant& v, Device& d) {
-  if (v.kind == kCopy) return Check{};  // moves bytes only
+  if (v.kind == kCopy || v.kind >= kCopyPlain0) return Check{};  // moves bytes only
   const int pairs[][2] = {{0, 0}, {0, Hv - 1}, {d.N - 1, 0}, {d.N - 1, Hv - 1}, {d.N / 2, 5}, {d.N / 3, 17}, {1, 22}, {d.N - 2, 9}};
   constexpr int P = sizeof pairs / sizeof pairs[0];
   fill_state<<<1024, 256>>>(d.state[0], d.state_elems(), 0xc0ffeeu + uint32_t(v.tile));
@@ -574,8 +613,12 @@ std::vector<std::string> lines_with(const std::string& text, const char* prefix)
 int main() {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   // every variant at every B, one child each (a fault in one leaves the others' figures)
-  const std::vector<Variant> timed = {{kCopy, 4}, {kCopy, 4, true}, {kCopy, 8}, {kLibVk, 0}, {kLibVk, 0, true},
-                                      {kLibKv, 0}, {kLibKv, 0, true}, {kReg, 4}, {kReg, 4, true}, {kReg, 8}};
+  std::vector<Variant> timed = {{kCopy, 4}, {kCopy, 4, true}, {kCopy, 8}, {kLibVk, 0}, {kLibVk, 0, true},
+                                {kLibKv, 0}, {kLibKv, 0, true}, {kReg, 4}, {kReg, 4, true}, {kReg, 8}};
+  // DECODE_LAB_SET=order: the copies in place and into another buffer, by hints and CTA order
+  if (const char* set = getenv("DECODE_LAB_SET"); set && std::string(set) == "order")
+    timed = {{kCopy, 8},         {kCopy, 8, true},       {kCopyPlain0, 8}, {kCopyPlain0, 8, true}, {kCopyPlain1, 8},
+             {kCopyPlain2, 8},   {kCopyPlain2, 8, true}, {kCopyCs2, 8},    {kLibVk, 0},            {kLibVk, 0, true}};
   std::vector<std::string> rows;
   for (const Variant& v : timed) {
     const Outcome o = in_child(("time " + v.name()).c_str(), [&] { return job_time(v); });
