@@ -7,7 +7,8 @@
 // arrive by TMA and o leaves by TMA store (tma.cuh; where the views allow, else cp.async and
 // thread stores); elsewhere everything runs on mma.sync through ldmatrix, the same sums.
 // Chunk c + 1's m and P (its key products and their epilogue) are formed during chunk c's state
-// update, whose products run beside the epilogue's CUDA-core work. State checkpoints
+// update, whose products run beside the epilogue's CUDA-core work; on sm_90a so are chunk c's o
+// staging and chunk c + 1's diagonal inverse blocks. State checkpoints
 // (chunk_checkpoint_every) are stored from the registers at the chunks' ends that ask for them.
 #pragma once
 
@@ -72,8 +73,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     for (int i = tid; i < kPieces; i += kThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
   }
 
-  // The gates: chunk 0's here; chunk c + 1's by kGateWarp during chunk c's forward substitution
-  // (where warps 4..7 wait for warps 0..3) into G_next / beta_next, which chunk c's state update
+  // The gates: chunk 0's here; chunk c + 1's by kGateWarp at chunk c's loop top, beside the
+  // inverse's first phase (warps 0..3: the forward substitution, or on sm_90a the 16 x 16
+  // merges), into G_next / beta_next, which chunk c's state update
   // reads for chunk c + 1's m and P and kGateWarp moves to G / beta at chunk c + 1's top.
   // (Formed by warp 0 at the loop top, they kept the other seven warps at the next barrier for
   // about 6% of the step: Nsight Compute.)
