@@ -876,9 +876,9 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
       float O[8][4];  // O^T: [16 value rows, C tokens]
       const float decay = chunk_decay(ct);
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
-      wgmma_chain_outputs<M, kOutputs>(ct, lane, S, D, O);
       uint32_t a[4][2][4];
-      wgmma_state_update<M>(ct, lane, decay, S, D, a);
+      wgmma_chain_outputs<M, kOutputs, 4>(ct, lane, S, D, O,
+                                          [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]

@@ -262,9 +262,16 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 // wgmma_wait<0> (the caller's work in between overlaps them; a group committed before them
 // completes first: wgmma_wait<4>).
 // kOutputs false (the sequence split's runs that write no o): D alone, O untouched.
-template <class M, bool kOutputs = true>
+// then_issue(): the caller's next products, issued once D is complete (with kOutputs, behind
+// D^T P^T, so that the tensor pipe goes on without a gap); the function returns with its
+// kLeftInFlight groups still in flight (the wgmma chain: wgmma_state_update, 4) and O complete.
+struct NoWork {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <class M, bool kOutputs = true, int kLeftInFlight = 0, class ThenIssue = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
-                                                    float (&D)[8][4], float (&O)[8][4]) {
+                                                    float (&D)[8][4], float (&O)[8][4],
+                                                    ThenIssue&& then_issue = NoWork{}) {
   const int q = lane & 3;
   uint32_t a[2][2][4];
 #pragma unroll
@@ -308,7 +315,10 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
       wgmma_64<M>(O, a[ks & 1][0], ld);
       wgmma_commit();
     }
-    wgmma_wait<0>();
+    then_issue();
+    wgmma_wait<kLeftInFlight>();
+  } else {
+    then_issue();
   }
 }
 
