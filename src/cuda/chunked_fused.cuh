@@ -148,12 +148,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       float kk[4][4], qk[4][4];
       wgmma_key_products_issue<M>(s, 0, warp, kk, qk);
       wgmma_wait<0>();
-      wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta);
+      wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta, p.scale);
     }
     __syncthreads();  // m is complete
     invert_diagonal_blocks(s, warp, lane);  // chunk c's are formed during chunk c - 1's state update
 #else
-    key_products<M, CoreTiles>(s, 0, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta);
+    key_products<M, CoreTiles>(s, 0, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G, s.beta, p.scale);
 #endif
   }
 
@@ -188,9 +188,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 #endif
     __syncthreads();
     gate_inverse<M, CoreTiles>(s, tid);  // T's lower blocks
-    if (tid < kC) {  // the chain's per-token factors, once for all warps (the same expressions)
+    if (tid < kC) {  // the chain's per-token factors, once for all warps (the same expressions;
+                     // o's scale is folded into q_f and P: o = scale (O diag(q_f) + D^T P^T))
       const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
-      s.q_f[tid] = output_factor<false>(own, tid);
+      s.q_f[tid] = output_factor<false>(own, tid) * p.scale;
       s.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
     }
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
@@ -239,10 +240,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
       wgmma_state_update<M>(ct, lane, decay, S, D, a);
       // While the products run: chunk c's o staged (q[buf]'s last reader, the outputs' S Qc^T, is
       // done: the barrier above), chunk c + 1's m and P, then its inverse's diagonal blocks.
-      stage_o_stmatrix<M>(o_stage, O, p.scale, warp, lane);
+      stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
       if (box_store) fence_shared_for_wgmma();  // this thread's accesses of buf -> the TMA store
       wgmma_wait<4>();  // the key products (committed before the state update's four groups)
-      wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
+      wgmma_key_products_store<M>(s, warp, lane, kk, qk, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next, p.scale);
       // chunk c + 2's raw gates in flight while the state update runs: issued at the loop top,
       // their address arithmetic made kGateWarp the inverse phase's last warp
       if (warp == kGateWarp && c + 2 < chunks) gates_ahead = load_raw_gates(p, n, sq, h, c + 2, lane);
@@ -263,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     }
 #else
     if (next)
-      key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next);
+      key_products<M, CoreTiles>(s, buf ^ 1, warp, lane, &s.p.hi[0][0], &s.p.lo[0][0], s.G_next, s.beta_next, p.scale);
     if (warp == kGateWarp && c + 2 < chunks) gates_ahead = load_raw_gates(p, n, sq, h, c + 2, lane);
 #endif
     if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
@@ -277,8 +278,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     for (int t = 0; t < 8; ++t)  // (tok, v) = lane (2q + e, g) + 8-aligned block
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp)] = M::one(p.scale * O[t][e]);
-        o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp + 8)] = M::one(p.scale * O[t][2 + e]);
+        o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp)] = M::one(O[t][e]);
+        o_stage[at_split<CoreTiles::Q>(2 * q + e, g, 8 * t, 16 * warp + 8)] = M::one(O[t][2 + e]);
       }
     __syncthreads();
     store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);

@@ -441,7 +441,7 @@ __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t*
 template <class M, class L, class Sm>
 __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
                                                    const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
-                                                   const float* G, const float* beta) {
+                                                   const float* G, const float* beta, float p_scale = 1.f) {
   const int g = lane >> 2, q = lane & 3;
   // every gate and norm the block needs, read before its first store (the compiler cannot
   // tell that the stores do not write them, so read row by row they waited behind the stores)
@@ -450,7 +450,7 @@ __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int la
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int i = i0 + g + 8 * hr;
-    Gi[hr] = G[i], bi[hr] = beta[i] * s.rk[i], qi[hr] = s.rq[i];
+    Gi[hr] = G[i], bi[hr] = beta[i] * s.rk[i], qi[hr] = s.rq[i] * p_scale;
   }
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
@@ -489,7 +489,7 @@ __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int la
 // multiplied.
 template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
-                                             const float* G, const float* beta) {
+                                             const float* G, const float* beta, float p_scale = 1.f) {
   const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
   const uint16_t* q_tile = &s.q[buf][0][0];
   const uint16_t* k_tile = &s.k[buf][0][0];
@@ -513,7 +513,7 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
       M::mma(qk[2 * np + 1], aq, b[2], b[3]);
     }
   }
-  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta);
+  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta, p_scale);
 }
 
 // X = (I + m)^-1 for the strictly lower m, in f32, by 16 x 16 blocks:

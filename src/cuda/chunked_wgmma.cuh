@@ -183,12 +183,12 @@ __device__ __forceinline__ void wgmma_key_products_issue(const Sm& s, int buf, i
 template <class M, class Sm>
 __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int lane, const float (&kk)[4][4],
                                                          const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
-                                                         const float* G, const float* beta) {
+                                                         const float* G, const float* beta, float p_scale = 1.f) {
   const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
   if (j0 > i0 + 15)
     store_zero_p<CoreTiles>(i0, j0, lane, p_hi, p_lo);
   else
-    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta);
+    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta, p_scale);
 }
 
 // The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =
