@@ -437,7 +437,8 @@ __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t*
 }
 
 // m and P of a warp's [16 rows from i0, 32 columns from j0] block from its accumulators of Kc Kc^T
-// and Qc Kc^T (m16n8 fragments of the four 8-column tiles), with the chunk's gates G, beta.
+// and Qc Kc^T (m16n8 fragments of the four 8-column tiles), with the chunk's gates G, beta; P
+// times p_scale (the fused kernel folds o's scale into P and q_f).
 template <class M, class L, class Sm>
 __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
                                                    const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
