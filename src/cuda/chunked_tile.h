@@ -512,10 +512,11 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // Measured in one pass (Nsight Compute, 1 x 16384, Hv 32: 8192 prepare CTAs, 256 chain steps;
 // thirteenth session): prepare 344 us, the wgmma chain 541, the key-half chain 927, the full
 // chain 1,331, the fused kernel 1,918.
-// kFusedStepUs is the twelfth session's figure: the fused kernel is now 6.65 us a step (4 x 8192
-// 0.851 ms, seventeenth session), but the split side reads as much too high at the boundary
-// (72 and 80 pairs: split 0.800 and 0.833 ms against fused 0.855 and 0.854), and with 6.65 the
-// model would take the fused kernel there (bench/results/2026-12-01-session17/form-boundary.json).
+// kFusedStepUs is the twelfth session's figure: the fused kernel is now about 6.5 us a step (4 x
+// 8192 0.851 ms in the seventeenth session, 0.834 in the eighteenth), but the split side reads as
+// much too high at the boundary (72 and 80 pairs: split 0.800 and 0.833 ms against fused 0.855
+// and 0.854, seventeenth session), and with 6.65 the model would take the fused kernel there
+// (bench/results/2026-12-01-session17/form-boundary.json).
 inline constexpr double kFusedStepUs = 7.6;        // 4 x 8192: 0.974 ms over 128 chunks (twelfth session)
 inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
 inline constexpr double kPrepWgmmaCtaUs = 10.2;    // the wgmma chain's prepare kernel: 316 us (fourteenth session)
