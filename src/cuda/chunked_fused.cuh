@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
     if (next) load_tiles(buf ^ 1, c + 1);
     cp_async_commit();
     // chunk c + 1's raw gates, loaded during chunk c - 1's state update (used right after this
-    // barrier, their latency would hold up the forward substitution's barrier)
+    // barrier: loaded here, their latency held up the inverse's first barrier)
     const RawGates gates = gates_ahead;
 
     // Intra-chunk: X = (I + m)^-1, T and Xw, -W and U (no dependence on S)
