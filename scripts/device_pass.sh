@@ -33,7 +33,8 @@
 #   compare    (not in the default list) same-run timings, no peer, of the packed build and every
 #              build added with --add-lib, alternating, COMPARE_REPEATS times (default 2), on
 #              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536), COMPARE_LIBS the
-#              builds ("lib NAME ...", default all), COMPARE_ARGS more bench_prefill.py options:
+#              builds ("lib NAME ...", default all), COMPARE_ENVS settings each build runs under
+#              ("VAR=x VAR2=y;VAR=z": each in turn), COMPARE_ARGS more bench_prefill.py options:
 #              how a change is measured against the build before it;
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
 #              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
@@ -190,13 +191,17 @@ fi
 if has compare; then  # the packed build (lib) and every --add-lib build, alternating, no peer
   C=${COMPARE_CASES:-prefill-4x8192,prefill-16x4096,prefill-varlen16,prefill-1x32768-hv64,prefill-1x65536}
   note "== compare ($C)"
+  IFS=';' read -ra compare_envs <<< "${COMPARE_ENVS:-}"
+  [ ${#compare_envs[@]} -eq 0 ] && compare_envs=("")
   for r in $(seq "${COMPARE_REPEATS:-2}"); do
     for d in $(builds "${COMPARE_LIBS:-}"); do
-      name=$(basename "$d")
-      LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 300 python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" \
-        --out "$WORK/compare/$name-$r" --cases "$C" --no-peer --rep 30 --commit "$name" ${COMPARE_ARGS:-} \
-        > "$WORK/compare/$name-$r.log" 2>&1
-      grep -E '^prefill-' "$WORK/compare/$name-$r.log" | sed "s/^/$name r$r /" >> "$SUMMARY"
+      for setting in "${compare_envs[@]}"; do
+        name=$(basename "$d")${setting:+-${setting// /-}}
+        env $setting LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 300 python3 bench/bench_prefill.py \
+          --lib "$PWD/$d/libgdn.so" --out "$WORK/compare/$name-$r" --cases "$C" --no-peer --rep 30 --commit "$name" \
+          ${COMPARE_ARGS:-} > "$WORK/compare/$name-$r.log" 2>&1
+        grep -E '^prefill-' "$WORK/compare/$name-$r.log" | sed "s/^/$name r$r /" >> "$SUMMARY"
+      done
     done
   done
   note "compare done ($(elapsed))"

@@ -12,6 +12,7 @@
 // (chunk_checkpoint_every) are stored from the registers at the chunks' ends that ask for them.
 #pragma once
 
+#include "cuda/chunked_fused_ws.cuh"
 #include "cuda/chunked_steps.cuh"
 #include "cuda/chunked_wgmma.cuh"
 #include "cuda/tma.cuh"
@@ -294,6 +295,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
 
 template <class M>
 cudaError_t launch_chunked(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
+  if (p.fused_ws) return launch_chunked_ws<M>(p, maps, stream);
   const auto kernel = p.ckpt_tokens > 0 ? chunked_prefill_kernel<M, true> : chunked_prefill_kernel<M, false>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmemBytes));
   if (e != cudaSuccess) return e;

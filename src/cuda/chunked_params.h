@@ -20,6 +20,8 @@ struct ChunkParams : BatchParams {
   void* prepared = nullptr;     // workspace: PreparedChunk [chunk slots, Hv]
   int64_t chunk_slots = 0;      // chunk_slots() of chunked_tile.h
   int64_t chunks_per_seq = 0;   // dense: ceil(T / C)
+  int32_t fused_ws = 0;         // the fused form's warp-specialised kernel (chunked_fused_ws.cuh;
+                                // sm_90a with TMA maps) instead of chunked_fused.cuh's
   int32_t chain_split = 2;      // chain CTAs per (sequence, value head): 2 key-half, 1 full (chunked_tile.h)
   int32_t chain_wgmma = 0;      // with chain_split 2: the wgmma chain (sm_90a) instead of the key-half one
                                 // (runs_wgmma_chain; the prepared tiles' layout follows it)

@@ -51,8 +51,11 @@ struct Form {
   const char* tma = nullptr;    // GDN_CHUNKED_TMA (null: the library's choice)
   const char* chain = nullptr;  // GDN_CHUNKED_CHAIN (null: the library's choice)
   const char* prep_heads = nullptr;  // GDN_CHUNKED_PREP_HEADS (null: the library's choice)
+  const char* ws = nullptr;          // GDN_CHUNKED_WS (null: the library's choice)
 };
 const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
+                       {"fused", nullptr, nullptr, "fused, warp-specialised", nullptr, nullptr, nullptr, "1"},
+                       {"fused", nullptr, nullptr, "fused, one role", nullptr, nullptr, nullptr, "0"},
                        {"fused", nullptr, nullptr, "fused, cp.async copies", "0"},
                        {"split2", "1", "0", "split"},
                        {"split2", "1", "0", "split, cp.async copies", "0"},
@@ -87,17 +90,19 @@ class FormScope {
         windows_("GDN_CHUNKED_WINDOWS", f.windows),
         tma_("GDN_CHUNKED_TMA", f.tma),
         chain_("GDN_CHUNKED_CHAIN", f.chain),
-        prep_heads_("GDN_CHUNKED_PREP_HEADS", f.prep_heads) {}
+        prep_heads_("GDN_CHUNKED_PREP_HEADS", f.prep_heads),
+        ws_("GDN_CHUNKED_WS", f.ws) {}
   explicit FormScope(const char* form, const char* segments = nullptr, const char* windows = nullptr)
       : form_("GDN_CHUNKED_FORM", form),
         segments_("GDN_CHUNKED_SEGMENTS", segments),
         windows_("GDN_CHUNKED_WINDOWS", windows),
         tma_("GDN_CHUNKED_TMA", nullptr),
         chain_("GDN_CHUNKED_CHAIN", nullptr),
-        prep_heads_("GDN_CHUNKED_PREP_HEADS", nullptr) {}
+        prep_heads_("GDN_CHUNKED_PREP_HEADS", nullptr),
+        ws_("GDN_CHUNKED_WS", nullptr) {}
 
  private:
-  EnvScope form_, segments_, windows_, tma_, chain_, prep_heads_;
+  EnvScope form_, segments_, windows_, tma_, chain_, prep_heads_, ws_;
 };
 
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }

@@ -1,0 +1,533 @@
+// The fused chunked prefill kernel, warp-specialised (sm_90a): one CTA of 12 warps per
+// (sequence, value head), in two roles that work on two chunks at once.
+//   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
+//     chunked_fused.cuh): chunk c's T and Xw from its inverse X, -W and U, the outputs, the
+//     state update, o;
+//   - the preparation, warps 8..11 (one warpgroup): chunk c + 1's gates, row norms, key products
+//     (m and P) and inverse X = (I + m)^-1, while the chain works on chunk c.
+// The chain's step loses the key products' epilogue, the inverse and the gates (about a third
+// of chunked_fused.cuh's step, measured there by Nsight Compute), which the preparing warps do
+// beside it. Registers are rebalanced once the roles split (setmaxnreg): the chain's warps hold
+// the state, D and O (about 200 a thread), the preparation's far fewer.
+//
+// Shared memory (WsSmem, about 224 KB): q, k, v double-buffered as in the fused kernel; P in two
+// slots (chunk c's read by the chain while chunk c + 1's is written); m and -W apart (the
+// preparation's m of chunk c + 1 and the chain's -W of chunk c are live together); o staged in
+// v's buffer (v's last reader, U's products, is done by then), so q and k of chunk c + 2 can
+// land as soon as chunk c's state update has read Kc.
+//
+// Hand-offs, all named barriers between the roles (bar.arrive by one, bar.sync by the other;
+// each id's uses alternate strictly, which the comments at each use argue):
+//   kBarPrepared     preparation -> chain   chunk c's X, m done, P slot, G_next, beta_next, rq, rk
+//   kBarInverseRead  chain -> preparation   chunk c's X, rq, rk, G_next read (chunk c + 1 may write)
+//   kBarChunkDone+b  chain -> preparation   chunk c done (b = c & 1): its q, k buffer and P slot free
+// q and k arrive by TMA on qk_full[b] (issued by the chain's copier thread at chunk c - 2's
+// end), v on v_full[b] (issued once chunk c - 2's o, staged in v's buffer, has been read out).
+// A packed sequence's partial last chunk comes by cp.async instead (q, k by the preparing warps,
+// v by the chain's), as in the fused kernel.
+#pragma once
+
+#include "cuda/chunked_steps.cuh"
+#include "cuda/chunked_wgmma.cuh"
+#include "cuda/tma.cuh"
+
+namespace gdn::cuda::chunked {
+
+struct WsHalfPair {  // a [C, C] matrix as hi + lo parts in CoreTiles::P / T's layout (unpadded)
+  uint16_t hi[kC][kC];
+  uint16_t lo[kC][kC];
+};
+struct WsSmem {
+  uint16_t q[2][kC][kK];       // [C, K] query rows of the chunk (Swizzle128At)
+  uint16_t k[2][kC][kK];       // [C, K] key rows
+  uint16_t v[2][kC][kV];       // [C, V] value rows; then the chunk's o [C, V] (staging)
+  WsHalfPair p_slot[2];        // [C, C] P = Mask o (Qn Kn^T) of chunk c in slot c & 1
+  WsHalfPair t;                // [C, C] T (the chain's; blocks above the diagonal zeroed once)
+  float merge[32][kLdMerge];   // the inverse's merge scratch (the preparation's)
+  uint16_t xw[kC][kLdCC];      // [C, C] X diag(beta rk) (the chain's)
+  float m[kC][kLdF];           // [C, C] strictly lower diag(beta) Kn Kn^T (the preparation's)
+  uint16_t w_neg[kC][kK];      // [C, K] -W (the chain's; KMajorAt)
+  float x[kC][kLdF];           // [C, C] X = (I + m)^-1 (written by the preparation, read by the chain)
+  float G[kC];                 // the chain's chunk: cumulative log-decay, beta, row norms
+  float beta[kC];
+  float rq[kC], rk[kC];        // 1 / ||q_t||, 1 / ||k_t|| (1 without qk_l2norm)
+  float q_f[kC], k_f[kC];      // the chain's per-token factors
+  float G_s[2][kC], beta_s[2][kC], rq_s[2][kC], rk_s[2][kC];  // the same of chunk c in slot c & 1
+  uint64_t qk_full[2], v_full[2];  // TMA: buffer b's q and k / v have landed
+};
+inline constexpr size_t kWsSmemBytes = sizeof(WsSmem) + 1024;  // from the first 1024-byte boundary
+static_assert(kWsSmemBytes <= 227 * 1024, "one Hopper block's shared memory");
+static_assert(offsetof(WsSmem, x) % 16 == 0 && offsetof(WsSmem, m) % 16 == 0 && offsetof(WsSmem, t) % 16 == 0 &&
+                  offsetof(WsSmem, p_slot) % 16 == 0 && offsetof(WsSmem, w_neg) % 16 == 0 &&
+                  offsetof(WsSmem, G) % 8 == 0 && offsetof(WsSmem, beta) % 8 == 0 &&
+                  offsetof(WsSmem, rk) % 8 == 0 && offsetof(WsSmem, G_s) % 8 == 0 &&
+                  sizeof(uint16_t[kC][kK]) % 1024 == 0 &&
+                  offsetof(WsSmem, qk_full) % 8 == 0,
+              "f32 tiles take float4 and gate rows float2 accesses; q, k, v at 1024-byte boundaries");
+
+inline constexpr int kWsChainThreads = kThreads;  // warps 0..7
+inline constexpr int kWsPrepThreads = 128;        // warps 8..11
+inline constexpr int kWsThreads = kWsChainThreads + kWsPrepThreads;
+// Registers a thread after the split (launch: 65536 / 384 rounded down to 8 = 168 each; the
+// two roles' sum stays within the launch's 64,512).
+#ifndef GDN_WS_CHAIN_REGS
+#define GDN_WS_CHAIN_REGS 184
+#define GDN_WS_PREP_REGS 136
+#endif
+inline constexpr int kWsChainRegs = GDN_WS_CHAIN_REGS;
+inline constexpr int kWsPrepRegs = GDN_WS_PREP_REGS;
+static_assert(kWsChainRegs * kWsChainThreads + kWsPrepRegs * kWsPrepThreads <= 168 * kWsThreads,
+              "the roles' registers fit what the launch gave the CTA");
+
+#if GDN_CHUNKED_WGMMA
+namespace ws {
+enum : int { kBarChain = 1, kBarPrep = 2, kBarPrepared = 3, kBarInverseRead = 4, kBarChunkDone = 5 /* and 6 */ };
+__device__ __forceinline__ void arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kWsThreads) : "memory");
+}
+__device__ __forceinline__ void wait(int id) { named_barrier(id, kWsThreads); }
+template <int kRegs>
+__device__ __forceinline__ void registers_up() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void registers_down() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// A Kc^T for the token columns [j0, +32) of the chunk (m64n32, one warpgroup; warp w % 4 has
+// the rows [16 (w % 4), +16)), A = Qc or Kc: both operands from the swizzled tiles, committed as
+// one group (the caller waits). Kc, Qc must be visible to wgmma.
+template <class M>
+__device__ __forceinline__ void gram_issue(const uint16_t* a_tile, const uint16_t* k_tile, int j0, float (&acc)[4][4]) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    const uint64_t ad = swizzle128_desc_k<kC>(a_tile, 16 * ks);
+    const uint64_t bd = swizzle128_desc_k<kC>(k_tile + j0 * 64, 16 * ks);  // Kc's rows [j0, +32) as N
+    if (ks == 0)
+      wgmma_32_ss<M, false>(acc, ad, bd);
+    else
+      wgmma_32_ss<M>(acc, ad, bd);
+  }
+  wgmma_commit();
+}
+
+// m's block [16 rows from i0, 32 columns from j0] from the Kc Kc^T accumulators: beta_i kn_i . kn_j
+// below the diagonal, 0 on and above it (store_key_products' m, with the preparation's own gates
+// and norms).
+__device__ __forceinline__ void store_gram(float (*m)[kLdF], int i0, int j0, int lane, const float (&kk)[4][4],
+                                           const float* beta, const float* rk) {
+  const int g = lane >> 2, q = lane & 3;
+  float bi[2];
+  float2 rkj[4];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) bi[hr] = beta[i0 + g + 8 * hr] * rk[i0 + g + 8 * hr];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) rkj[t] = *reinterpret_cast<const float2*>(&rk[j0 + 8 * t + 2 * q]);
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int i = i0 + g + 8 * hr;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int j = j0 + 8 * t + 2 * q;
+      const float v0 = j < i ? bi[hr] * rkj[t].x * kk[t][2 * hr] : 0.f;
+      const float v1 = j + 1 < i ? bi[hr] * rkj[t].y * kk[t][2 * hr + 1] : 0.f;
+      *reinterpret_cast<float2*>(&m[i][j]) = make_float2(v0, v1);
+    }
+  }
+}
+
+// P's block [16 rows from i0, 32 columns from j0] from the Qc Kc^T accumulators (store_key_products'
+// P): Mask o (qn_i . kn_j) p_scale, hi + lo, in CoreTiles::P's layout.
+template <class M>
+__device__ __forceinline__ void store_query_key(uint16_t* p_hi, uint16_t* p_lo, int i0, int j0, int lane,
+                                                const float (&qk)[4][4], const float* G, const float* rq,
+                                                const float* rk, float p_scale) {
+  const int g = lane >> 2, q = lane & 3;
+  float Gi[2], qi[2];
+  float2 Gj[4], rkj[4];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) Gi[hr] = G[i0 + g + 8 * hr], qi[hr] = rq[i0 + g + 8 * hr] * p_scale;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    Gj[t] = *reinterpret_cast<const float2*>(&G[j0 + 8 * t + 2 * q]);
+    rkj[t] = *reinterpret_cast<const float2*>(&rk[j0 + 8 * t + 2 * q]);
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int i = i0 + g + 8 * hr;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int j = j0 + 8 * t + 2 * q;
+      const float Gs[2] = {Gj[t].x, Gj[t].y}, rks[2] = {rkj[t].x, rkj[t].y};
+      float pv[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int jj = j + e;
+        const float mask = causal_decay(Gi[hr], Gs[e], jj <= i);
+        pv[e] = jj <= i ? mask * qi[hr] * rks[e] * qk[t][2 * hr + e] : 0.f;
+      }
+      uint32_t hi, lo;
+      split_pair<M>(pv[0], pv[1], hi, lo);
+      *reinterpret_cast<uint32_t*>(&p_hi[p_at<CoreTiles>(i, j, g, q)]) = hi;
+      *reinterpret_cast<uint32_t*>(&p_lo[p_at<CoreTiles>(i, j, g, q)]) = lo;
+    }
+  }
+}
+
+// rq_t, rk_t = 1 / sqrt(||x_t||^2 + 1e-6) of the chunk's rows [16 w, +16) (row_norms' sums, by
+// one warpgroup: w = 0..3).
+template <class M>
+__device__ __forceinline__ void row_norms_warpgroup(const uint16_t* q_tile, const uint16_t* k_tile, float* rq,
+                                                    float* rk, int w, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int t = 16 * w + 8 * half + (lane & 7);
+    float nq = 0.f, nk = 0.f;
+#pragma unroll
+    for (int i = 0; i < kK / 32; ++i) {
+      const int c_lane = 8 * (lane >> 3);
+      const int at = at_split<CoreTiles::K>(t & 7, c_lane, t - (t & 7), 32 * i);
+      const uint4 uq = *reinterpret_cast<const uint4*>(q_tile + at);
+      const uint4 uk = *reinterpret_cast<const uint4*>(k_tile + at);
+      const uint32_t wq[4] = {uq.x, uq.y, uq.z, uq.w}, wk[4] = {uk.x, uk.y, uk.z, uk.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 a = M::unpack(wq[e]), b = M::unpack(wk[e]);
+        nq += a.x * a.x + a.y * a.y;
+        nk += b.x * b.x + b.y * b.y;
+      }
+    }
+#pragma unroll
+    for (int m = 8; m <= 16; m *= 2) {
+      nq += __shfl_xor_sync(0xffffffffu, nq, m);
+      nk += __shfl_xor_sync(0xffffffffu, nk, m);
+    }
+    if (lane < 8) {
+      rq[t] = rsqrtf(nq + 1e-6f);
+      rk[t] = rsqrtf(nk + 1e-6f);
+    }
+  }
+}
+
+// The inverse's merges (merge_inverse_blocks' sums) on CUDA cores in f32, by one warpgroup (w =
+// 0..3): beside the chain's wgmma, the 3xTF32 mma.sync merges waited on the tensor pipe ("math"
+// stalls: about half the preparing warps' time, Nsight Compute). Each sum runs over the whole
+// block (X's blocks above the diagonal are zeros: invert_diagonal_blocks), so the loops are the
+// same in every lane. Y passes through the merge scratch; sync() is the warpgroup's barrier.
+//   X_ij = -X_ii (m_ij X_jj)   (i, j) = (1, 0), (3, 2)   16 x 16: thread a row, 4 columns
+//   X_BA = -X_BB (m_BA X_AA)   A = [0, 32), B = [32, 64) 32 x 32: thread 2 rows, 4 columns
+template <class Sm, class Sync>
+__device__ __forceinline__ void merge_inverse_blocks_f32(Sm& s, int w, int lane, Sync&& sync) {
+  {
+    const int pm = w >> 1, i = 8 * (w & 1) + (lane >> 2), j = 4 * (lane & 3);
+    const int i0 = 32 * pm + 16, j0 = 32 * pm;
+    float y[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k4 = 0; k4 < 16; k4 += 4) {
+      const float4 a = *reinterpret_cast<const float4*>(&s.m[i0 + i][j0 + k4]);
+      const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float4 b = *reinterpret_cast<const float4*>(&s.x[j0 + k4 + e][j0 + j]);
+        y[0] += av[e] * b.x, y[1] += av[e] * b.y, y[2] += av[e] * b.z, y[3] += av[e] * b.w;
+      }
+    }
+    *reinterpret_cast<float4*>(&s.merge[16 * pm + i][j]) = make_float4(y[0], y[1], y[2], y[3]);
+    sync();
+    float z[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k4 = 0; k4 < 16; k4 += 4) {
+      const float4 a = *reinterpret_cast<const float4*>(&s.x[i0 + i][i0 + k4]);
+      const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float4 b = *reinterpret_cast<const float4*>(&s.merge[16 * pm + k4 + e][j]);
+        z[0] += av[e] * b.x, z[1] += av[e] * b.y, z[2] += av[e] * b.z, z[3] += av[e] * b.w;
+      }
+    }
+    *reinterpret_cast<float4*>(&s.x[i0 + i][j0 + j]) = make_float4(-z[0], -z[1], -z[2], -z[3]);
+  }
+  sync();
+  const int i = 8 * w + 2 * (lane >> 3), j = 4 * (lane & 7);
+  float y[2][4] = {};
+#pragma unroll
+  for (int k4 = 0; k4 < 32; k4 += 4) {
+    const float4 a0 = *reinterpret_cast<const float4*>(&s.m[32 + i][k4]);
+    const float4 a1 = *reinterpret_cast<const float4*>(&s.m[33 + i][k4]);
+    const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float4 b = *reinterpret_cast<const float4*>(&s.x[k4 + e][j]);
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        y[r][0] += av[r][e] * b.x, y[r][1] += av[r][e] * b.y, y[r][2] += av[r][e] * b.z, y[r][3] += av[r][e] * b.w;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    *reinterpret_cast<float4*>(&s.merge[i + r][j]) = make_float4(y[r][0], y[r][1], y[r][2], y[r][3]);
+  sync();
+  float z[2][4] = {};
+#pragma unroll
+  for (int k4 = 0; k4 < 32; k4 += 4) {
+    const float4 a0 = *reinterpret_cast<const float4*>(&s.x[32 + i][32 + k4]);
+    const float4 a1 = *reinterpret_cast<const float4*>(&s.x[33 + i][32 + k4]);
+    const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float4 b = *reinterpret_cast<const float4*>(&s.merge[k4 + e][j]);
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        z[r][0] += av[r][e] * b.x, z[r][1] += av[r][e] * b.y, z[r][2] += av[r][e] * b.z, z[r][3] += av[r][e] * b.w;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    *reinterpret_cast<float4*>(&s.x[32 + i + r][j]) = make_float4(-z[r][0], -z[r][1], -z[r][2], -z[r][3]);
+}
+}  // namespace ws
+#endif
+
+template <class M, bool kCheckpoints>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    chunked_prefill_ws_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
+#if GDN_CHUNKED_WGMMA
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  WsSmem& s = *reinterpret_cast<WsSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t n = longest_first(p, blockIdx.x / p.Hv);
+  const int h = int(blockIdx.x % p.Hv);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
+
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
+  if (kCheckpoints && !checkpoint_indices_valid(p, n, sq)) return;
+  if (sq.slot < 0) {  // padding: outputs zero, no state read or written
+    for (int64_t r = tid >> 4; r < sq.len; r += kWsThreads / 16) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + (tid & 15) * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
+  const int64_t chunks = (sq.len + kC - 1) / kC;
+  const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
+  // A packed sequence's partial last chunk by cp.async (a box would bring the next sequence's rows).
+  const auto by_tma = [&](int64_t c) { return !(p.cu_seqlens && live_rows(c) < kC); };
+  const int seq_coord = p.cu_seqlens ? 0 : int(n);
+  constexpr uint32_t kBoxBytes = kC * 64 * 2;
+  constexpr int kCopyThread = 6 * 32;  // the chain's thread that issues every TMA copy
+  const bool copier = tid == kCopyThread;
+  const auto tma_qk = [&](int b, int64_t c) {
+    const int tok = int(sq.bos + c * kC);
+    mbarrier_arrive_expect(&s.qk_full[b], 4 * kBoxBytes);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tma_load_4d(&s.q[b][0][0] + half * kC * 64, &maps.q, &s.qk_full[b], 64 * half, j, tok, seq_coord);
+      tma_load_4d(&s.k[b][0][0] + half * kC * 64, &maps.k, &s.qk_full[b], 64 * half, j, tok, seq_coord);
+    }
+  };
+  const auto tma_v = [&](int b, int64_t c) {
+    const int tok = int(sq.bos + c * kC);
+    mbarrier_arrive_expect(&s.v_full[b], 2 * kBoxBytes);
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      tma_load_4d(&s.v[b][0][0] + half * kC * 64, &maps.v, &s.v_full[b], 64 * half, h, tok, seq_coord);
+  };
+
+  if (tid == 0) {
+    mbarrier_init(&s.qk_full[0], 1);
+    mbarrier_init(&s.qk_full[1], 1);
+    mbarrier_init(&s.v_full[0], 1);
+    mbarrier_init(&s.v_full[1], 1);
+    fence_mbarrier_init();
+  }
+  if (!p.l2norm && tid < kC) s.rq_s[0][tid] = s.rk_s[0][tid] = s.rq_s[1][tid] = s.rk_s[1][tid] = 1.f;
+  {  // T's blocks above the diagonal: zeros for the whole sequence (gate_inverse writes the rest)
+    constexpr int kPieces = int(sizeof(WsHalfPair) / sizeof(uint4));
+    uint4* t = reinterpret_cast<uint4*>(&s.t);
+    for (int i = tid; i < kPieces; i += kWsThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
+  }
+  __syncthreads();  // the mbarriers initialised before any copy completes on them
+  // Chunks 0 and 1: q, k, v issued now (by TMA, or v by the chain's threads; the preparing
+  // warps copy a cp.async chunk's q and k themselves).
+  for (int64_t c = 0; c < 2 && c < chunks; ++c) {
+    if (by_tma(c)) {
+      if (copier) {
+        tma_qk(int(c), c);
+        tma_v(int(c), c);
+      }
+    } else if (tid < kWsChainThreads) {
+      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, &s.v[c][0][0], tid);
+      cp_async_commit();
+    }
+  }
+  const HeadGate hg = head_gate(p, h);
+
+  if (warp >= kWarps) {
+    // ---- the preparation (warps 8..11): chunk c's gates, norms, m, P and X while the chain
+    // works on chunk c - 1
+    ws::registers_down<kWsPrepRegs>();
+    const int w = warp - kWarps, ptid = tid - kWsChainThreads;
+    const auto prep_sync = [] { named_barrier(ws::kBarPrep, kWsPrepThreads); };
+    RawGates raw;
+    if (w == 0) raw = load_raw_gates(p, n, sq, h, 0, lane);
+    for (int64_t c = 0; c < chunks; ++c) {
+      // Buffer buf and slot buf were chunk c - 2's: the chain is done with them once chunk c's
+      // q, k are copied (the copies are issued at chunk c - 2's end).
+      const int buf = int(c & 1);
+      if (by_tma(c)) {
+        mbarrier_wait(&s.qk_full[buf], uint32_t(c >> 1) & 1u);
+      } else {
+        // (the chain's arrival there needs chunk c - 1's kBarPrepared, given after this wait:
+        // the ids of c - 2 and c alternate)
+        if (c >= 2) ws::wait(ws::kBarChunkDone + buf);
+        load_token_rows<kWsPrepThreads, CoreTiles::Q>(p.q, n, sq.bos + c * kC, live_rows(c), j, &s.q[buf][0][0], ptid);
+        load_token_rows<kWsPrepThreads, CoreTiles::K>(p.k, n, sq.bos + c * kC, live_rows(c), j, &s.k[buf][0][0], ptid);
+        cp_async_commit();
+        cp_async_wait<0>();
+        fence_shared_for_wgmma();  // this thread's copies -> wgmma (both roles')
+        prep_sync();
+      }
+      const uint16_t* q_tile = &s.q[buf][0][0];
+      const uint16_t* k_tile = &s.k[buf][0][0];
+      float kk[2][4][4], qk[2][4][4];  // Kc Kc^T, Qc Kc^T: token columns [0, 32) and [32, 64)
+      ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
+      ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
+      ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
+      ws::gram_issue<M>(q_tile, k_tile, 32, qk[1]);
+      float* G = s.G_s[buf];
+      float* beta = s.beta_s[buf];
+      float* rq = s.rq_s[buf];
+      float* rk = s.rk_s[buf];
+      if (w == 0) {
+        chunk_gates(p, G, beta, hg, raw, live_rows(c), lane);
+        if (c + 1 < chunks) raw = load_raw_gates(p, n, sq, h, c + 1, lane);
+      }
+      if (p.l2norm) ws::row_norms_warpgroup<M>(q_tile, k_tile, rq, rk, w, lane);
+      prep_sync();  // the slot's gates and norms
+      wgmma_wait<0>();
+      uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
+      uint16_t* p_lo = &s.p_slot[buf].lo[0][0];
+      ws::store_gram(s.m, 16 * w, 0, lane, kk[0], beta, rk);
+      ws::store_query_key<M>(p_hi, p_lo, 16 * w, 0, lane, qk[0], G, rq, rk, p.scale);
+      if (w >= 2) {
+        ws::store_gram(s.m, 16 * w, 32, lane, kk[1], beta, rk);
+        ws::store_query_key<M>(p_hi, p_lo, 16 * w, 32, lane, qk[1], G, rq, rk, p.scale);
+      } else {
+        store_zero_p<CoreTiles>(16 * w, 32, lane, p_hi, p_lo);
+      }
+      fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, k -> the TMA refills
+      // X of chunk c - 1 is read by the chain (its arrival there needs chunk c - 1's
+      // kBarPrepared, and its next one chunk c's, given below).
+      if (c >= 1) ws::wait(ws::kBarInverseRead);
+      else prep_sync();  // m complete
+      invert_diagonal_blocks(s, w, lane);
+      prep_sync();
+      ws::merge_inverse_blocks_f32(s, w, lane, prep_sync);
+      ws::arrive(ws::kBarPrepared);
+    }
+    return;
+  }
+
+  // ---- the chain (warps 0..7)
+  ws::registers_up<kWsChainRegs>();
+  const int g = lane >> 2, q = lane & 3;
+  const auto chain_sync = [] { named_barrier(ws::kBarChain, kWsChainThreads); };
+  float S[16][4];  // the state's rows [16 warp, +16), all K columns
+  load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+  constexpr int kGateWarp = 4;  // moves the slot's gates and norms to the chain's
+  int64_t next_checkpoint = kCheckpoints ? first_checkpoint_chunk(p, 0) : -1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int buf = int(c & 1);
+    const int64_t tok0 = sq.bos + c * kC;
+    const int rows = live_rows(c);
+    const bool next = c + 1 < chunks;
+    // Chunk c prepared (the preparation's next arrival needs this chunk's kBarInverseRead).
+    ws::wait(ws::kBarPrepared);
+    if (by_tma(c)) mbarrier_wait(&s.qk_full[buf], uint32_t(c >> 1) & 1u);  // (complete: q, k for this thread)
+    if (warp == kGateWarp) {
+      const float2* from[4] = {reinterpret_cast<const float2*>(s.G_s[buf]), reinterpret_cast<const float2*>(s.beta_s[buf]),
+                               reinterpret_cast<const float2*>(s.rq_s[buf]), reinterpret_cast<const float2*>(s.rk_s[buf])};
+      float2* to[4] = {reinterpret_cast<float2*>(s.G), reinterpret_cast<float2*>(s.beta), reinterpret_cast<float2*>(s.rq),
+                       reinterpret_cast<float2*>(s.rk)};
+#pragma unroll
+      for (int a = 0; a < 4; ++a) to[a][lane] = from[a][lane];
+    }
+    chain_sync();
+    gate_inverse<M, CoreTiles>(s, tid);  // T, Xw from X
+    if (tid < kC) {  // o's scale folded into q_f (and P): o = scale (O diag(q_f) + D^T P^T)
+      const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
+      s.q_f[tid] = output_factor<false>(own, tid) * p.scale;
+      s.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
+    }
+    fence_shared_for_wgmma();  // T -> wgmma
+    if (!by_tma(c)) {          // v by this thread's cp.async (the sequence's last chunk)
+      cp_async_wait<0>();
+      fence_shared_for_wgmma();
+    }
+    if (next && copier) {  // chunk c + 1's v into the buffer whose o (chunk c - 1) has been read out
+      bulk_wait_all<true>();
+      if (c >= 1 && by_tma(c + 1)) tma_v(buf ^ 1, c + 1);
+    }
+    if (next) ws::arrive(ws::kBarInverseRead);  // X read
+    chain_sync();
+    if (next && c >= 1 && !by_tma(c + 1)) {
+      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, tok0 + kC, live_rows(c + 1), h, &s.v[buf ^ 1][0][0], tid);
+      cp_async_commit();
+    }
+    if (by_tma(c)) mbarrier_wait(&s.v_full[buf], uint32_t(c >> 1) & 1u);
+    float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
+    wgmma_minus_w_new_values<M>(s, buf, warp, lane, D);
+    fence_shared_for_wgmma();  // -W -> the chain's wgmma
+    chain_sync();
+
+    const ChainTiles ct{&s.w_neg[0][0], &s.q[buf][0][0], &s.k[buf][0][0], &s.p_slot[buf].hi[0][0],
+                        &s.p_slot[buf].lo[0][0], s.G, s.q_f, s.k_f};
+    float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
+    const float decay = chunk_decay(ct);
+    uint32_t a[4][2][4];
+    wgmma_chain_outputs<M, true, 4>(ct, lane, S, D, O, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
+    uint16_t* o_stage = &s.v[buf][0][0];  // v's last reader (U's products) done: the barrier above
+    const bool box_store = rows == kC || !p.cu_seqlens;
+    stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
+    fence_shared_for_wgmma();  // o -> the TMA store; this thread's reads of buf -> the TMA refills
+    wgmma_wait<0>();           // the state update has read Kc
+    if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
+      store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q, checkpoint_slot(p, n, sq, c));
+      next_checkpoint += checkpoint_every_chunks(p);
+    }
+    chain_sync();  // o staged; q, k of buffer buf and P slot buf read
+    if (box_store) {
+      if (copier) {
+        tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq_coord);
+        tma_store_4d(&maps.o, o_stage + kC * 64, 64, h, int(tok0), seq_coord);
+        bulk_commit();
+      }
+    } else {
+      store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
+    }
+    if (c + 2 < chunks) {
+      if (by_tma(c + 2)) {
+        if (copier) tma_qk(buf, c + 2);
+      } else {
+        ws::arrive(ws::kBarChunkDone + buf);  // the preparing warps copy chunk c + 2's q, k
+      }
+    }
+  }
+  if (copier) bulk_wait_all<false>();  // the last chunks' o written before the CTA ends
+  if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+#endif
+}
+
+template <class M>
+cudaError_t launch_chunked_ws(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
+  const auto kernel = p.ckpt_tokens > 0 ? chunked_prefill_ws_kernel<M, true> : chunked_prefill_ws_kernel<M, false>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWsSmemBytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kWsThreads), kWsSmemBytes, stream>>>(p, maps);
+  return cudaGetLastError();
+}
+
+}  // namespace gdn::cuda::chunked
