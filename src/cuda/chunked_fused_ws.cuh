@@ -1,30 +1,37 @@
-// The fused chunked prefill kernel, warp-specialised (sm_90a): one CTA of 12 warps per
-// (sequence, value head), in two roles that work on two chunks at once.
+// The fused chunked prefill kernel, warp-specialised (sm_90a; the fused form's kernel where the
+// copies go by TMA, GDN_CHUNKED_WS=0 the one-role kernel of chunked_fused.cuh): one CTA of 12
+// warps per (sequence, value head), in two roles that work on two chunks at once.
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
-//     chunked_fused.cuh): chunk c's T and Xw from its inverse X, -W and U, the outputs, the
-//     state update, o;
-//   - the preparation, warps 8..11 (one warpgroup): chunk c + 1's gates, row norms, key products
-//     (m and P) and inverse X = (I + m)^-1, while the chain works on chunk c.
-// The chain's step loses the key products' epilogue, the inverse and the gates (about a third
-// of chunked_fused.cuh's step, measured there by Nsight Compute), which the preparing warps do
-// beside it. Registers are rebalanced once the roles split (setmaxnreg): the chain's warps hold
-// the state, D and O (about 200 a thread), the preparation's far fewer.
+//     chunked_fused.cuh): chunk c's T and Xw from its inverse X (gate_inverse), -W and U, the
+//     outputs, the state update, o;
+//   - the preparation, warps 8..11 (one warpgroup): chunk c + 1's gates, row norms, Kc Kc^T and
+//     Qc Kc^T with their epilogues (m, and P into a slot), and X = (I + m)^-1 (the 16 x 16
+//     diagonal blocks, then the merges as f32 sums on CUDA cores: as 3xTF32 products they
+//     waited on the tensor pipe behind the chain's wgmma), while the chain works on chunk c.
+// Registers are rebalanced once the roles split (setmaxnreg): 184 a thread for the chain (the
+// state, D, O and A fragments), 136 for the preparation; neither spills.
 //
-// Shared memory (WsSmem, about 224 KB): q, k, v double-buffered as in the fused kernel; P in two
-// slots (chunk c's read by the chain while chunk c + 1's is written); m and -W apart (the
-// preparation's m of chunk c + 1 and the chain's -W of chunk c are live together); o staged in
-// v's buffer (v's last reader, U's products, is done by then), so q and k of chunk c + 2 can
-// land as soon as chunk c's state update has read Kc.
+// Shared memory (WsSmem, about 218 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
+// and the gates and norms in two slots (chunk c's read by the chain while chunk c + 1's are
+// written); m apart from -W. Kc and Vc trade buffers every two chunks, so chunk c + 2's Kc lands
+// in chunk c's Vc buffer as soon as U's products have read it; o is staged in Kc's buffer once
+// the state update has read it, and chunk c + 2's Vc lands there once that o is read out.
 //
-// Hand-offs, all named barriers between the roles (bar.arrive by one, bar.sync by the other;
-// each id's uses alternate strictly, which the comments at each use argue):
-//   kBarPrepared     preparation -> chain   chunk c's X, m done, P slot, G_next, beta_next, rq, rk
-//   kBarInverseRead  chain -> preparation   chunk c's X, rq, rk, G_next read (chunk c + 1 may write)
-//   kBarChunkDone+b  chain -> preparation   chunk c done (b = c & 1): its q, k buffer and P slot free
-// q and k arrive by TMA on qk_full[b] (issued by the chain's copier thread at chunk c - 2's
-// end), v on v_full[b] (issued once chunk c - 2's o, staged in v's buffer, has been read out).
-// A packed sequence's partial last chunk comes by cp.async instead (q, k by the preparing warps,
-// v by the chain's), as in the fused kernel.
+// Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
+// id's uses alternate strictly, which the comments at each use argue):
+//   kBarPrepared     preparation -> chain   chunk c's X, P slot, gates and norms slot
+//   kBarInverseRead  chain -> preparation   chunk c's X read (chunk c + 1's may be written)
+//   kBarChunkDone+b  chain -> preparation   chunk c done (b = c & 1), before the preparation
+//                                           copies chunk c + 2's q and Kc by cp.async
+// The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
+// (once chunk c - 2's o is read out) by TMA, each on its own mbarrier, issued by one thread of
+// the chain; a packed sequence's partial last chunk by cp.async instead (q and Kc by the
+// preparing warps, Vc by the chain's), as in the one-role kernel.
+//
+// Measured (H200, the same run; docs/NOTES.md, nineteenth session): 4 x 8192 0.827 -> 0.805 ms,
+// 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel. Nsight Compute:
+// each role is busy about 85% of the step and waits on the other for the rest; the step (6.3 us)
+// is the chain's own work, slower beside the preparation than alone.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"
@@ -40,7 +47,8 @@ struct WsHalfPair {  // a [C, C] matrix as hi + lo parts in CoreTiles::P / T's l
 struct WsSmem {
   uint16_t q[2][kC][kK];       // [C, K] query rows of the chunk (Swizzle128At)
   uint16_t k[2][kC][kK];       // [C, K] key rows
-  uint16_t v[2][kC][kV];       // [C, V] value rows; then the chunk's o [C, V] (staging)
+  uint16_t v[2][kC][kV];       // [C, V] value rows (Kc and Vc trade these two every two chunks;
+                               // o [C, V] is staged in Kc's)
   WsHalfPair p_slot[2];        // [C, C] P = Mask o (Qn Kn^T) of chunk c in slot c & 1
   WsHalfPair t;                // [C, C] T (the chain's; blocks above the diagonal zeroed once)
   float merge[32][kLdMerge];   // the inverse's merge scratch (the preparation's)
@@ -48,13 +56,25 @@ struct WsSmem {
   float m[kC][kLdF];           // [C, C] strictly lower diag(beta) Kn Kn^T (the preparation's)
   uint16_t w_neg[kC][kK];      // [C, K] -W (the chain's; KMajorAt)
   float x[kC][kLdF];           // [C, C] X = (I + m)^-1 (written by the preparation, read by the chain)
-  float G[kC];                 // the chain's chunk: cumulative log-decay, beta, row norms
+  float G[kC];                 // the chain's chunk: cumulative log-decay, beta, row norms (copied
+                               // from the slot at the chunk's top)
   float beta[kC];
   float rq[kC], rk[kC];        // 1 / ||q_t||, 1 / ||k_t|| (1 without qk_l2norm)
   float q_f[kC], k_f[kC];      // the chain's per-token factors
   float G_s[2][kC], beta_s[2][kC], rq_s[2][kC], rk_s[2][kC];  // the same of chunk c in slot c & 1
-  uint64_t qk_full[2], v_full[2];  // TMA: buffer b's q and k / v have landed
+  uint64_t q_full[2], k_full[2], v_full[2];  // TMA: chunk c's q / Kc / Vc have landed (c & 1)
 };
+// wgmma_minus_w_new_values' view of the chunk's tiles, Kc and Vc in their buffers of the chunk
+// (they trade places every two chunks: see the kernel), as its buffer 0.
+struct WsMinusWTiles {
+  const uint16_t (*k)[kC][kK];
+  const uint16_t (*v)[kC][kV];
+  const uint16_t (*xw)[kLdCC];
+  const WsHalfPair& t;
+  const float* G;
+  uint16_t (*w_neg)[kK];
+};
+
 inline constexpr size_t kWsSmemBytes = sizeof(WsSmem) + 1024;  // from the first 1024-byte boundary
 static_assert(kWsSmemBytes <= 227 * 1024, "one Hopper block's shared memory");
 static_assert(offsetof(WsSmem, x) % 16 == 0 && offsetof(WsSmem, m) % 16 == 0 && offsetof(WsSmem, t) % 16 == 0 &&
@@ -62,20 +82,17 @@ static_assert(offsetof(WsSmem, x) % 16 == 0 && offsetof(WsSmem, m) % 16 == 0 && 
                   offsetof(WsSmem, G) % 8 == 0 && offsetof(WsSmem, beta) % 8 == 0 &&
                   offsetof(WsSmem, rk) % 8 == 0 && offsetof(WsSmem, G_s) % 8 == 0 &&
                   sizeof(uint16_t[kC][kK]) % 1024 == 0 &&
-                  offsetof(WsSmem, qk_full) % 8 == 0,
+                  offsetof(WsSmem, q_full) % 8 == 0,
               "f32 tiles take float4 and gate rows float2 accesses; q, k, v at 1024-byte boundaries");
 
 inline constexpr int kWsChainThreads = kThreads;  // warps 0..7
 inline constexpr int kWsPrepThreads = 128;        // warps 8..11
 inline constexpr int kWsThreads = kWsChainThreads + kWsPrepThreads;
 // Registers a thread after the split (launch: 65536 / 384 rounded down to 8 = 168 each; the
-// two roles' sum stays within the launch's 64,512).
-#ifndef GDN_WS_CHAIN_REGS
-#define GDN_WS_CHAIN_REGS 184
-#define GDN_WS_PREP_REGS 136
-#endif
-inline constexpr int kWsChainRegs = GDN_WS_CHAIN_REGS;
-inline constexpr int kWsPrepRegs = GDN_WS_PREP_REGS;
+// two roles' sum stays within the launch's 64,512). Chain / preparation 208 / 88 spilled in the
+// preparation, 192 / 120 and 200 / 104 in both; 184 / 136 spills nothing (ptxas, nvcc 13.0).
+inline constexpr int kWsChainRegs = 184;
+inline constexpr int kWsPrepRegs = 136;
 static_assert(kWsChainRegs * kWsChainThreads + kWsPrepRegs * kWsPrepThreads <= 168 * kWsThreads,
               "the roles' registers fit what the launch gave the CTA");
 
@@ -176,38 +193,27 @@ __device__ __forceinline__ void store_query_key(uint16_t* p_hi, uint16_t* p_lo, 
   }
 }
 
-// rq_t, rk_t = 1 / sqrt(||x_t||^2 + 1e-6) of the chunk's rows [16 w, +16) (row_norms' sums, by
-// one warpgroup: w = 0..3).
+// r_t = 1 / sqrt(||x_t||^2 + 1e-6) of a [C, 128] tile's rows [16 w, +16) (row_norms' sums, by one
+// warpgroup: w = 0..3).
 template <class M>
-__device__ __forceinline__ void row_norms_warpgroup(const uint16_t* q_tile, const uint16_t* k_tile, float* rq,
-                                                    float* rk, int w, int lane) {
+__device__ __forceinline__ void row_norms_warpgroup(const uint16_t* tile, float* r, int w, int lane) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int t = 16 * w + 8 * half + (lane & 7);
-    float nq = 0.f, nk = 0.f;
+    float nx = 0.f;
 #pragma unroll
     for (int i = 0; i < kK / 32; ++i) {
-      const int c_lane = 8 * (lane >> 3);
-      const int at = at_split<CoreTiles::K>(t & 7, c_lane, t - (t & 7), 32 * i);
-      const uint4 uq = *reinterpret_cast<const uint4*>(q_tile + at);
-      const uint4 uk = *reinterpret_cast<const uint4*>(k_tile + at);
-      const uint32_t wq[4] = {uq.x, uq.y, uq.z, uq.w}, wk[4] = {uk.x, uk.y, uk.z, uk.w};
+      const uint4 u = *reinterpret_cast<const uint4*>(tile + at_split<CoreTiles::K>(t & 7, 8 * (lane >> 3), t - (t & 7), 32 * i));
+      const uint32_t wx[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float2 a = M::unpack(wq[e]), b = M::unpack(wk[e]);
-        nq += a.x * a.x + a.y * a.y;
-        nk += b.x * b.x + b.y * b.y;
+        const float2 a = M::unpack(wx[e]);
+        nx += a.x * a.x + a.y * a.y;
       }
     }
 #pragma unroll
-    for (int m = 8; m <= 16; m *= 2) {
-      nq += __shfl_xor_sync(0xffffffffu, nq, m);
-      nk += __shfl_xor_sync(0xffffffffu, nk, m);
-    }
-    if (lane < 8) {
-      rq[t] = rsqrtf(nq + 1e-6f);
-      rk[t] = rsqrtf(nk + 1e-6f);
-    }
+    for (int m = 8; m <= 16; m *= 2) nx += __shfl_xor_sync(0xffffffffu, nx, m);
+    if (lane < 8) r[t] = rsqrtf(nx + 1e-6f);
   }
 }
 
@@ -290,6 +296,7 @@ __device__ __forceinline__ void merge_inverse_blocks_f32(Sm& s, int w, int lane,
 }  // namespace ws
 #endif
 
+// kCheckpoints: the instance for calls with state checkpoints, as chunked_prefill_kernel's.
 template <class M, bool kCheckpoints>
 __global__ void __launch_bounds__(kWsThreads, 1)
     chunked_prefill_ws_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
@@ -319,28 +326,35 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   constexpr uint32_t kBoxBytes = kC * 64 * 2;
   constexpr int kCopyThread = 6 * 32;  // the chain's thread that issues every TMA copy
   const bool copier = tid == kCopyThread;
-  const auto tma_qk = [&](int b, int64_t c) {
-    const int tok = int(sq.bos + c * kC);
-    mbarrier_arrive_expect(&s.qk_full[b], 4 * kBoxBytes);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      tma_load_4d(&s.q[b][0][0] + half * kC * 64, &maps.q, &s.qk_full[b], 64 * half, j, tok, seq_coord);
-      tma_load_4d(&s.k[b][0][0] + half * kC * 64, &maps.k, &s.qk_full[b], 64 * half, j, tok, seq_coord);
-    }
+  // Chunk c's tiles: q in q[c & 1]; Kc and Vc in k[c & 1] and v[c & 1], which trade places every
+  // two chunks, so that chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products
+  // have read it (early in the chain's chunk c) and the preparation of chunk c + 2 need not wait
+  // for chunk c's end. Chunk c's o is staged in its Kc buffer once the state update has read it;
+  // chunk c + 2's Vc lands there once the o is read out, chunk c + 2's q at chunk c's end.
+  const auto k_tile_of = [&](int64_t c) -> uint16_t* {
+    return ((c >> 1) & 1) ? &s.v[c & 1][0][0] : &s.k[c & 1][0][0];
   };
-  const auto tma_v = [&](int b, int64_t c) {
-    const int tok = int(sq.bos + c * kC);
-    mbarrier_arrive_expect(&s.v_full[b], 2 * kBoxBytes);
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-      tma_load_4d(&s.v[b][0][0] + half * kC * 64, &maps.v, &s.v_full[b], 64 * half, h, tok, seq_coord);
+  const auto v_tile_of = [&](int64_t c) -> uint16_t* {
+    return ((c >> 1) & 1) ? &s.k[c & 1][0][0] : &s.v[c & 1][0][0];
   };
+  const auto parity = [](int64_t c) { return uint32_t(c >> 1) & 1u; };
+  // TMA of chunk c's q, Kc or Vc (two 64-column boxes) into its buffer, credited to its mbarrier.
+  const auto tma_tile = [&](uint16_t* dst, const void* map, uint64_t* bar, int head, int64_t c) {
+    const int tok = int(sq.bos + c * kC);
+    mbarrier_arrive_expect(bar, 2 * kBoxBytes);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) tma_load_4d(dst + half * kC * 64, map, bar, 64 * half, head, tok, seq_coord);
+  };
+  const auto tma_q = [&](int64_t c) { tma_tile(&s.q[c & 1][0][0], &maps.q, &s.q_full[c & 1], j, c); };
+  const auto tma_k = [&](int64_t c) { tma_tile(k_tile_of(c), &maps.k, &s.k_full[c & 1], j, c); };
+  const auto tma_v = [&](int64_t c) { tma_tile(v_tile_of(c), &maps.v, &s.v_full[c & 1], h, c); };
 
   if (tid == 0) {
-    mbarrier_init(&s.qk_full[0], 1);
-    mbarrier_init(&s.qk_full[1], 1);
-    mbarrier_init(&s.v_full[0], 1);
-    mbarrier_init(&s.v_full[1], 1);
+    for (int b = 0; b < 2; ++b) {
+      mbarrier_init(&s.q_full[b], 1);
+      mbarrier_init(&s.k_full[b], 1);
+      mbarrier_init(&s.v_full[b], 1);
+    }
     fence_mbarrier_init();
   }
   if (!p.l2norm && tid < kC) s.rq_s[0][tid] = s.rk_s[0][tid] = s.rq_s[1][tid] = s.rk_s[1][tid] = 1.f;
@@ -350,16 +364,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     for (int i = tid; i < kPieces; i += kWsThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
   }
   __syncthreads();  // the mbarriers initialised before any copy completes on them
-  // Chunks 0 and 1: q, k, v issued now (by TMA, or v by the chain's threads; the preparing
-  // warps copy a cp.async chunk's q and k themselves).
+  // Chunks 0 and 1: q, Kc, Vc issued now (by TMA, or Vc by the chain's threads; the preparing
+  // warps copy a cp.async chunk's q and Kc themselves).
   for (int64_t c = 0; c < 2 && c < chunks; ++c) {
     if (by_tma(c)) {
       if (copier) {
-        tma_qk(int(c), c);
-        tma_v(int(c), c);
+        tma_k(c);
+        tma_q(c);
+        tma_v(c);
       }
     } else if (tid < kWsChainThreads) {
-      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, &s.v[c][0][0], tid);
+      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, v_tile_of(c), tid);
       cp_async_commit();
     }
   }
@@ -374,25 +389,26 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     RawGates raw;
     if (w == 0) raw = load_raw_gates(p, n, sq, h, 0, lane);
     for (int64_t c = 0; c < chunks; ++c) {
-      // Buffer buf and slot buf were chunk c - 2's: the chain is done with them once chunk c's
-      // q, k are copied (the copies are issued at chunk c - 2's end).
       const int buf = int(c & 1);
-      if (by_tma(c)) {
-        mbarrier_wait(&s.qk_full[buf], uint32_t(c >> 1) & 1u);
-      } else {
-        // (the chain's arrival there needs chunk c - 1's kBarPrepared, given after this wait:
-        // the ids of c - 2 and c alternate)
+      uint16_t* k_tile = k_tile_of(c);
+      uint16_t* q_tile = &s.q[buf][0][0];
+      if (!by_tma(c)) {
+        // The chain is done with chunk c - 2 and its o is read out (its arrival there needs
+        // chunk c - 1's kBarPrepared, given after this wait: the ids of c - 2 and c alternate).
         if (c >= 2) ws::wait(ws::kBarChunkDone + buf);
-        load_token_rows<kWsPrepThreads, CoreTiles::Q>(p.q, n, sq.bos + c * kC, live_rows(c), j, &s.q[buf][0][0], ptid);
-        load_token_rows<kWsPrepThreads, CoreTiles::K>(p.k, n, sq.bos + c * kC, live_rows(c), j, &s.k[buf][0][0], ptid);
+        load_token_rows<kWsPrepThreads, CoreTiles::Q>(p.q, n, sq.bos + c * kC, live_rows(c), j, q_tile, ptid);
+        load_token_rows<kWsPrepThreads, CoreTiles::K>(p.k, n, sq.bos + c * kC, live_rows(c), j, k_tile, ptid);
         cp_async_commit();
         cp_async_wait<0>();
         fence_shared_for_wgmma();  // this thread's copies -> wgmma (both roles')
         prep_sync();
+      } else {
+        mbarrier_wait(&s.k_full[buf], parity(c));
       }
-      const uint16_t* q_tile = &s.q[buf][0][0];
-      const uint16_t* k_tile = &s.k[buf][0][0];
-      float kk[2][4][4], qk[2][4][4];  // Kc Kc^T, Qc Kc^T: token columns [0, 32) and [32, 64)
+      // Kc Kc^T and Qc Kc^T into m and P slot buf (its reader, chunk c - 2's outputs, is done: its
+      // q buffer has been refilled with chunk c's q) ...
+      if (by_tma(c)) mbarrier_wait(&s.q_full[buf], parity(c));
+      float kk[2][4][4], qk[2][4][4];  // token columns [0, 32) and [32, 64)
       ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
       ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
       ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
@@ -405,7 +421,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         chunk_gates(p, G, beta, hg, raw, live_rows(c), lane);
         if (c + 1 < chunks) raw = load_raw_gates(p, n, sq, h, c + 1, lane);
       }
-      if (p.l2norm) ws::row_norms_warpgroup<M>(q_tile, k_tile, rq, rk, w, lane);
+      if (p.l2norm) {
+        ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
+        ws::row_norms_warpgroup<M>(k_tile, rk, w, lane);
+      }
       prep_sync();  // the slot's gates and norms
       wgmma_wait<0>();
       uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
@@ -418,14 +437,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       } else {
         store_zero_p<CoreTiles>(16 * w, 32, lane, p_hi, p_lo);
       }
-      fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, k -> the TMA refills
-      // X of chunk c - 1 is read by the chain (its arrival there needs chunk c - 1's
+      fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, Kc -> the TMA refills
+      // ... then X (chunk c - 1's is read by the chain: its arrival there needs chunk c - 1's
       // kBarPrepared, and its next one chunk c's, given below).
       if (c >= 1) ws::wait(ws::kBarInverseRead);
       else prep_sync();  // m complete
       invert_diagonal_blocks(s, w, lane);
       prep_sync();
       ws::merge_inverse_blocks_f32(s, w, lane, prep_sync);
+      // (a barrier of the warpgroup first: compute-sanitizer's racecheck reported the merge's last
+      // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
+      // with a CTA fence before the arrival or without one)
+      prep_sync();
       ws::arrive(ws::kBarPrepared);
     }
     return;
@@ -444,9 +467,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const int64_t tok0 = sq.bos + c * kC;
     const int rows = live_rows(c);
     const bool next = c + 1 < chunks;
+    uint16_t* k_tile = k_tile_of(c);
+    uint16_t* v_tile = v_tile_of(c);
+    uint16_t* q_tile = &s.q[buf][0][0];
     // Chunk c prepared (the preparation's next arrival needs this chunk's kBarInverseRead).
     ws::wait(ws::kBarPrepared);
-    if (by_tma(c)) mbarrier_wait(&s.qk_full[buf], uint32_t(c >> 1) & 1u);  // (complete: q, k for this thread)
+    if (by_tma(c)) {  // (complete: q, Kc for this thread too)
+      mbarrier_wait(&s.q_full[buf], parity(c));
+      mbarrier_wait(&s.k_full[buf], parity(c));
+    }
     if (warp == kGateWarp) {
       const float2* from[4] = {reinterpret_cast<const float2*>(s.G_s[buf]), reinterpret_cast<const float2*>(s.beta_s[buf]),
                                reinterpret_cast<const float2*>(s.rq_s[buf]), reinterpret_cast<const float2*>(s.rk_s[buf])};
@@ -456,49 +485,58 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int a = 0; a < 4; ++a) to[a][lane] = from[a][lane];
     }
     chain_sync();
-    gate_inverse<M, CoreTiles>(s, tid);  // T, Xw from X
+    // T, Xw from X; X handed back as soon as it is read (the preparation's inverse of chunk c + 1
+    // waits for it: the two roles' loop)
+    gate_inverse<M, CoreTiles>(s, tid, [&] {
+      if (next) ws::arrive(ws::kBarInverseRead);
+    });
     if (tid < kC) {  // o's scale folded into q_f (and P): o = scale (O diag(q_f) + D^T P^T)
       const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
       s.q_f[tid] = output_factor<false>(own, tid) * p.scale;
       s.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
     }
     fence_shared_for_wgmma();  // T -> wgmma
-    if (!by_tma(c)) {          // v by this thread's cp.async (the sequence's last chunk)
+    if (!by_tma(c)) {          // Vc by this thread's cp.async (the sequence's last chunk)
       cp_async_wait<0>();
       fence_shared_for_wgmma();
     }
-    if (next && copier) {  // chunk c + 1's v into the buffer whose o (chunk c - 1) has been read out
+    if (next && copier) {  // chunk c + 1's Vc into chunk c - 1's Kc buffer, whose o has been read out
       bulk_wait_all<true>();
-      if (c >= 1 && by_tma(c + 1)) tma_v(buf ^ 1, c + 1);
+      if (c >= 1 && by_tma(c + 1)) tma_v(c + 1);
     }
-    if (next) ws::arrive(ws::kBarInverseRead);  // X read
     chain_sync();
-    if (next && c >= 1 && !by_tma(c + 1)) {
-      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, tok0 + kC, live_rows(c + 1), h, &s.v[buf ^ 1][0][0], tid);
+    if (next && c >= 1 && !by_tma(c + 1)) {  // into chunk c - 1's Kc buffer (its o read out: above)
+      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, tok0 + kC, live_rows(c + 1), h, v_tile_of(c + 1), tid);
       cp_async_commit();
     }
-    if (by_tma(c)) mbarrier_wait(&s.v_full[buf], uint32_t(c >> 1) & 1u);
+    if (by_tma(c)) mbarrier_wait(&s.v_full[buf], parity(c));
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
-    wgmma_minus_w_new_values<M>(s, buf, warp, lane, D);
-    fence_shared_for_wgmma();  // -W -> the chain's wgmma
+    {
+      const WsMinusWTiles view{reinterpret_cast<const uint16_t(*)[kC][kK]>(k_tile),
+                               reinterpret_cast<const uint16_t(*)[kC][kV]>(v_tile), s.xw, s.t, s.G, s.w_neg};
+      wgmma_minus_w_new_values<M>(view, 0, warp, lane, D);
+    }
+    fence_shared_for_wgmma();  // -W -> the chain's wgmma; this thread's reads of Vc -> the TMA refill
     chain_sync();
+    if (copier && c + 2 < chunks && by_tma(c + 2)) tma_k(c + 2);  // into Vc's buffer: U has read it
 
-    const ChainTiles ct{&s.w_neg[0][0], &s.q[buf][0][0], &s.k[buf][0][0], &s.p_slot[buf].hi[0][0],
-                        &s.p_slot[buf].lo[0][0], s.G, s.q_f, s.k_f};
+    const ChainTiles ct{&s.w_neg[0][0], q_tile, k_tile, &s.p_slot[buf].hi[0][0], &s.p_slot[buf].lo[0][0],
+                        s.G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
     wgmma_chain_outputs<M, true, 4>(ct, lane, S, D, O, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
-    uint16_t* o_stage = &s.v[buf][0][0];  // v's last reader (U's products) done: the barrier above
-    const bool box_store = rows == kC || !p.cu_seqlens;
-    stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
-    fence_shared_for_wgmma();  // o -> the TMA store; this thread's reads of buf -> the TMA refills
-    wgmma_wait<0>();           // the state update has read Kc
+    wgmma_wait<0>();  // the state update has read Kc
     if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
       store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q, checkpoint_slot(p, n, sq, c));
       next_checkpoint += checkpoint_every_chunks(p);
     }
-    chain_sync();  // o staged; q, k of buffer buf and P slot buf read
+    chain_sync();  // both warpgroups' state updates have read Kc: o staged there
+    uint16_t* o_stage = k_tile;
+    const bool box_store = rows == kC || !p.cu_seqlens;
+    stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
+    fence_shared_for_wgmma();  // o -> the TMA store; this thread's reads of q -> the TMA refill
+    chain_sync();  // o staged; q and P slot buf read
     if (box_store) {
       if (copier) {
         tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq_coord);
@@ -510,9 +548,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     if (c + 2 < chunks) {
       if (by_tma(c + 2)) {
-        if (copier) tma_qk(buf, c + 2);
-      } else {
-        ws::arrive(ws::kBarChunkDone + buf);  // the preparing warps copy chunk c + 2's q, k
+        if (copier) tma_q(c + 2);  // into q[c & 1]: the outputs and the preparation have read it
+      } else {  // the preparing warps copy chunk c + 2's q and Kc
+        ws::arrive(ws::kBarChunkDone + buf);
       }
     }
   }

@@ -394,7 +394,7 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   if (!split || c.chain_wgmma) maps.on = token_tile_maps(p, c, maps);
   // The fused form's warp-specialised kernel where its code has wgmma and the copies go by TMA;
   // GDN_CHUNKED_WS=0 keeps chunked_fused.cuh's kernel (the tests run both).
-  c.fused_ws = !split && maps.on && launch.wgmma_chain_runs() && env_int("GDN_CHUNKED_WS", 0) != 0;
+  c.fused_ws = !split && maps.on && launch.wgmma_chain_runs() && env_int("GDN_CHUNKED_WS", 1) != 0;
   // With checkpoints into a pool, the split form's snapshot indices are checked first, once.
   cudaError_t e = split && c.ckpt_seq_ok ? launch.checkpoint_indices(c, stream) : cudaSuccess;
   if (e == cudaSuccess) {

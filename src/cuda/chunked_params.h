@@ -20,8 +20,6 @@ struct ChunkParams : BatchParams {
   void* prepared = nullptr;     // workspace: PreparedChunk [chunk slots, Hv]
   int64_t chunk_slots = 0;      // chunk_slots() of chunked_tile.h
   int64_t chunks_per_seq = 0;   // dense: ceil(T / C)
-  int32_t fused_ws = 0;         // the fused form's warp-specialised kernel (chunked_fused_ws.cuh;
-                                // sm_90a with TMA maps) instead of chunked_fused.cuh's
   int32_t chain_split = 2;      // chain CTAs per (sequence, value head): 2 key-half, 1 full (chunked_tile.h)
   int32_t chain_wgmma = 0;      // with chain_split 2: the wgmma chain (sm_90a) instead of the key-half one
                                 // (runs_wgmma_chain; the prepared tiles' layout follows it)
@@ -55,6 +53,9 @@ struct ChunkParams : BatchParams {
   // the split form with snapshot_indices: workspace [N] int32, sequence n's indices all valid
   // (1) or not (0), written by checkpoint_index_check_kernel before any chain CTA reads it
   int32_t* ckpt_seq_ok = nullptr;
+  // the fused form's warp-specialised kernel (chunked_fused_ws.cuh; sm_90a with TMA maps)
+  // instead of chunked_fused.cuh's
+  int32_t fused_ws = 0;
 };
 
 // The second parameter block of the fused kernel and of the wgmma chain (its own, so that
