@@ -54,15 +54,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
 
   Sequence sq;
-  if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
-  if (kCheckpoints && !checkpoint_indices_valid(p, n, sq)) return;
-  if (sq.slot < 0) {                        // padding: outputs zero, no state read or written
-    for (int64_t r = tid >> 4; r < sq.len; r += kThreads / 16) {
-      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
-      *reinterpret_cast<uint4*>(o + (tid & 15) * 8) = make_uint4(0u, 0u, 0u, 0u);
-    }
-    return;
-  }
+  if (!begin_fused_sequence<kCheckpoints, kThreads>(p, n, h, tid, sq)) return;
 
   float S[16][4];  // the state's rows [16 warp, +16), all K columns: f32, on chip for the sequence
   load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);

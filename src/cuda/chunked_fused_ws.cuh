@@ -130,69 +130,6 @@ __device__ __forceinline__ void gram_issue(const uint16_t* a_tile, const uint16_
   wgmma_commit();
 }
 
-// m's block [16 rows from i0, 32 columns from j0] from the Kc Kc^T accumulators: beta_i kn_i . kn_j
-// below the diagonal, 0 on and above it (store_key_products' m, with the preparation's own gates
-// and norms).
-__device__ __forceinline__ void store_gram(float (*m)[kLdF], int i0, int j0, int lane, const float (&kk)[4][4],
-                                           const float* beta, const float* rk) {
-  const int g = lane >> 2, q = lane & 3;
-  float bi[2];
-  float2 rkj[4];
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) bi[hr] = beta[i0 + g + 8 * hr] * rk[i0 + g + 8 * hr];
-#pragma unroll
-  for (int t = 0; t < 4; ++t) rkj[t] = *reinterpret_cast<const float2*>(&rk[j0 + 8 * t + 2 * q]);
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int i = i0 + g + 8 * hr;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int j = j0 + 8 * t + 2 * q;
-      const float v0 = j < i ? bi[hr] * rkj[t].x * kk[t][2 * hr] : 0.f;
-      const float v1 = j + 1 < i ? bi[hr] * rkj[t].y * kk[t][2 * hr + 1] : 0.f;
-      *reinterpret_cast<float2*>(&m[i][j]) = make_float2(v0, v1);
-    }
-  }
-}
-
-// P's block [16 rows from i0, 32 columns from j0] from the Qc Kc^T accumulators (store_key_products'
-// P): Mask o (qn_i . kn_j) p_scale, hi + lo, in CoreTiles::P's layout.
-template <class M>
-__device__ __forceinline__ void store_query_key(uint16_t* p_hi, uint16_t* p_lo, int i0, int j0, int lane,
-                                                const float (&qk)[4][4], const float* G, const float* rq,
-                                                const float* rk, float p_scale) {
-  const int g = lane >> 2, q = lane & 3;
-  float Gi[2], qi[2];
-  float2 Gj[4], rkj[4];
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) Gi[hr] = G[i0 + g + 8 * hr], qi[hr] = rq[i0 + g + 8 * hr] * p_scale;
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    Gj[t] = *reinterpret_cast<const float2*>(&G[j0 + 8 * t + 2 * q]);
-    rkj[t] = *reinterpret_cast<const float2*>(&rk[j0 + 8 * t + 2 * q]);
-  }
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int i = i0 + g + 8 * hr;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int j = j0 + 8 * t + 2 * q;
-      const float Gs[2] = {Gj[t].x, Gj[t].y}, rks[2] = {rkj[t].x, rkj[t].y};
-      float pv[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int jj = j + e;
-        const float mask = causal_decay(Gi[hr], Gs[e], jj <= i);
-        pv[e] = jj <= i ? mask * qi[hr] * rks[e] * qk[t][2 * hr + e] : 0.f;
-      }
-      uint32_t hi, lo;
-      split_pair<M>(pv[0], pv[1], hi, lo);
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at<CoreTiles>(i, j, g, q)]) = hi;
-      *reinterpret_cast<uint32_t*>(&p_lo[p_at<CoreTiles>(i, j, g, q)]) = lo;
-    }
-  }
-}
-
 // r_t = 1 / sqrt(||x_t||^2 + 1e-6) of a [C, 128] tile's rows [16 w, +16) (row_norms' sums, by one
 // warpgroup: w = 0..3).
 template <class M>
@@ -217,6 +154,37 @@ __device__ __forceinline__ void row_norms_warpgroup(const uint16_t* tile, float*
   }
 }
 
+// acc[r][0..3] += sum over k in [0, kK) of A[r][k] B[k][0..3], r < kRows, k ascending (f32 in
+// shared memory; A's rows lda floats apart from a, B's ldb from b, 16-byte aligned).
+template <int kRows, int kK>
+__device__ __forceinline__ void rows_times_block(float (&acc)[kRows][4], const float* a, int lda, const float* b,
+                                                 int ldb) {
+#pragma unroll
+  for (int k4 = 0; k4 < kK; k4 += 4) {
+    float av[kRows][4];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float4 a4 = *reinterpret_cast<const float4*>(a + r * lda + k4);
+      av[r][0] = a4.x, av[r][1] = a4.y, av[r][2] = a4.z, av[r][3] = a4.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float4 b4 = *reinterpret_cast<const float4*>(b + (k4 + e) * ldb);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        acc[r][0] += av[r][e] * b4.x, acc[r][1] += av[r][e] * b4.y, acc[r][2] += av[r][e] * b4.z,
+            acc[r][3] += av[r][e] * b4.w;
+    }
+  }
+}
+// acc's rows, times sign, to rows ld floats apart from `to` (16-byte aligned).
+template <int kRows>
+__device__ __forceinline__ void store_rows(float* to, int ld, const float (&acc)[kRows][4], float sign) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    *reinterpret_cast<float4*>(to + r * ld) = make_float4(sign * acc[r][0], sign * acc[r][1], sign * acc[r][2], sign * acc[r][3]);
+}
+
 // The inverse's merges (merge_inverse_blocks' sums) on CUDA cores in f32, by one warpgroup (w =
 // 0..3): beside the chain's wgmma, the 3xTF32 mma.sync merges waited on the tensor pipe ("math"
 // stalls: about half the preparing warps' time, Nsight Compute). Each sum runs over the whole
@@ -229,69 +197,23 @@ __device__ __forceinline__ void merge_inverse_blocks_f32(Sm& s, int w, int lane,
   {
     const int pm = w >> 1, i = 8 * (w & 1) + (lane >> 2), j = 4 * (lane & 3);
     const int i0 = 32 * pm + 16, j0 = 32 * pm;
-    float y[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int k4 = 0; k4 < 16; k4 += 4) {
-      const float4 a = *reinterpret_cast<const float4*>(&s.m[i0 + i][j0 + k4]);
-      const float av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float4 b = *reinterpret_cast<const float4*>(&s.x[j0 + k4 + e][j0 + j]);
-        y[0] += av[e] * b.x, y[1] += av[e] * b.y, y[2] += av[e] * b.z, y[3] += av[e] * b.w;
-      }
-    }
-    *reinterpret_cast<float4*>(&s.merge[16 * pm + i][j]) = make_float4(y[0], y[1], y[2], y[3]);
+    float y[1][4] = {};
+    rows_times_block<1, 16>(y, &s.m[i0 + i][j0], kLdF, &s.x[j0][j0 + j], kLdF);
+    store_rows(&s.merge[16 * pm + i][j], kLdMerge, y, 1.f);
     sync();
-    float z[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int k4 = 0; k4 < 16; k4 += 4) {
-      const float4 a = *reinterpret_cast<const float4*>(&s.x[i0 + i][i0 + k4]);
-      const float av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float4 b = *reinterpret_cast<const float4*>(&s.merge[16 * pm + k4 + e][j]);
-        z[0] += av[e] * b.x, z[1] += av[e] * b.y, z[2] += av[e] * b.z, z[3] += av[e] * b.w;
-      }
-    }
-    *reinterpret_cast<float4*>(&s.x[i0 + i][j0 + j]) = make_float4(-z[0], -z[1], -z[2], -z[3]);
+    float z[1][4] = {};
+    rows_times_block<1, 16>(z, &s.x[i0 + i][i0], kLdF, &s.merge[16 * pm][j], kLdMerge);
+    store_rows(&s.x[i0 + i][j0 + j], kLdF, z, -1.f);
   }
   sync();
   const int i = 8 * w + 2 * (lane >> 3), j = 4 * (lane & 7);
   float y[2][4] = {};
-#pragma unroll
-  for (int k4 = 0; k4 < 32; k4 += 4) {
-    const float4 a0 = *reinterpret_cast<const float4*>(&s.m[32 + i][k4]);
-    const float4 a1 = *reinterpret_cast<const float4*>(&s.m[33 + i][k4]);
-    const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float4 b = *reinterpret_cast<const float4*>(&s.x[k4 + e][j]);
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        y[r][0] += av[r][e] * b.x, y[r][1] += av[r][e] * b.y, y[r][2] += av[r][e] * b.z, y[r][3] += av[r][e] * b.w;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-    *reinterpret_cast<float4*>(&s.merge[i + r][j]) = make_float4(y[r][0], y[r][1], y[r][2], y[r][3]);
+  rows_times_block<2, 32>(y, &s.m[32 + i][0], kLdF, &s.x[0][j], kLdF);
+  store_rows(&s.merge[i][j], kLdMerge, y, 1.f);
   sync();
   float z[2][4] = {};
-#pragma unroll
-  for (int k4 = 0; k4 < 32; k4 += 4) {
-    const float4 a0 = *reinterpret_cast<const float4*>(&s.x[32 + i][32 + k4]);
-    const float4 a1 = *reinterpret_cast<const float4*>(&s.x[33 + i][32 + k4]);
-    const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float4 b = *reinterpret_cast<const float4*>(&s.merge[k4 + e][j]);
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        z[r][0] += av[r][e] * b.x, z[r][1] += av[r][e] * b.y, z[r][2] += av[r][e] * b.z, z[r][3] += av[r][e] * b.w;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-    *reinterpret_cast<float4*>(&s.x[32 + i + r][j]) = make_float4(-z[r][0], -z[r][1], -z[r][2], -z[r][3]);
+  rows_times_block<2, 32>(z, &s.x[32 + i][32], kLdF, &s.merge[0][j], kLdMerge);
+  store_rows(&s.x[32 + i][j], kLdF, z, -1.f);
 }
 }  // namespace ws
 #endif
@@ -309,15 +231,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
 
   Sequence sq;
-  if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
-  if (kCheckpoints && !checkpoint_indices_valid(p, n, sq)) return;
-  if (sq.slot < 0) {  // padding: outputs zero, no state read or written
-    for (int64_t r = tid >> 4; r < sq.len; r += kWsThreads / 16) {
-      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
-      *reinterpret_cast<uint4*>(o + (tid & 15) * 8) = make_uint4(0u, 0u, 0u, 0u);
-    }
-    return;
-  }
+  if (!begin_fused_sequence<kCheckpoints, kWsThreads>(p, n, h, tid, sq)) return;
   const int64_t chunks = (sq.len + kC - 1) / kC;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   // A packed sequence's partial last chunk by cp.async (a box would bring the next sequence's rows).
@@ -429,11 +343,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_wait<0>();
       uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
       uint16_t* p_lo = &s.p_slot[buf].lo[0][0];
-      ws::store_gram(s.m, 16 * w, 0, lane, kk[0], beta, rk);
-      ws::store_query_key<M>(p_hi, p_lo, 16 * w, 0, lane, qk[0], G, rq, rk, p.scale);
+      store_key_block<M, CoreTiles, true, false>(s.m, p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
+      store_key_block<M, CoreTiles, false, true>(s.m, p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
       if (w >= 2) {
-        ws::store_gram(s.m, 16 * w, 32, lane, kk[1], beta, rk);
-        ws::store_query_key<M>(p_hi, p_lo, 16 * w, 32, lane, qk[1], G, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, true, false>(s.m, p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, false, true>(s.m, p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
       } else {
         store_zero_p<CoreTiles>(16 * w, 32, lane, p_hi, p_lo);
       }

@@ -310,6 +310,23 @@ __device__ __forceinline__ bool checkpoint_indices_valid(const ChunkParams& p, i
   return valid_or_flagged(p.error_flags, snapshot_indices_flag<kIndexChecksInFlight>(p, n, sq));
 }
 
+// The fused kernels' start: the CTA's sequence n resolved (kCheckpoints: its snapshot indices
+// checked too), a padding slot's o rows written as zeros by the CTA's kBy threads. False: the
+// CTA has nothing more to do (an invalid entry flagged, or padding).
+template <bool kCheckpoints, int kBy>
+__device__ __forceinline__ bool begin_fused_sequence(const ChunkParams& p, int64_t n, int h, int tid, Sequence& sq) {
+  if (!resolve_sequence(p, n, sq)) return false;  // flag raised; write nothing
+  if (kCheckpoints && !checkpoint_indices_valid(p, n, sq)) return false;
+  if (sq.slot < 0) {  // padding: outputs zero, no state read or written
+    for (int64_t r = tid >> 4; r < sq.len; r += kBy / 16) {
+      uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
+      *reinterpret_cast<uint4*>(o + (tid & 15) * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return false;
+  }
+  return true;
+}
+
 // Checkpoints fall after chunks c with (c + 1) % every == 0 (every = ckpt_tokens / C), counted
 // from the sequence's start. A run of chunks from c0 keeps the next one in a counter
 // (first_checkpoint_chunk, then += every at each), so its loop tests c against it and divides
@@ -437,27 +454,33 @@ __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t*
 }
 
 // m and P of a warp's [16 rows from i0, 32 columns from j0] block from its accumulators of Kc Kc^T
-// and Qc Kc^T (m16n8 fragments of the four 8-column tiles), with the chunk's gates G, beta; P
-// times p_scale (the fused kernel folds o's scale into P and q_f).
-template <class M, class L, class Sm>
-__device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
-                                                   const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
-                                                   const float* G, const float* beta, float p_scale = 1.f) {
+// (kk) and Qc Kc^T (qk) (m16n8 fragments of the four 8-column tiles), with the chunk's gates G,
+// beta and norms rq, rk: m (kGram, f32) = beta_i kn_i . kn_j below the diagonal, 0 on and above
+// it; P (kQueryKey, hi + lo in L::P's layout) = Mask o (qn_i . kn_j) times p_scale (the fused
+// kernel folds o's scale into P and q_f), 0 above the diagonal. The warp-specialised kernel
+// forms them apart (kGram or kQueryKey alone), the others together.
+template <class M, class L, bool kGram, bool kQueryKey>
+__device__ __forceinline__ void store_key_block(float (*m)[kLdF], uint16_t* p_hi, uint16_t* p_lo, int i0, int j0,
+                                                int lane, const float (&kk)[4][4], const float (&qk)[4][4],
+                                                const float* G, const float* beta, const float* rq, const float* rk,
+                                                float p_scale) {
   const int g = lane >> 2, q = lane & 3;
   // every gate and norm the block needs, read before its first store (the compiler cannot
   // tell that the stores do not write them, so read row by row they waited behind the stores)
-  float Gi[2], bi[2], qi[2];
-  float2 Gj[4], rkj[4];  // columns (j, j + 1) of tile t
+  float Gi[2] = {}, bi[2] = {}, qi[2] = {};
+  float2 Gj[4] = {}, rkj[4];  // columns (j, j + 1) of tile t
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int i = i0 + g + 8 * hr;
-    Gi[hr] = G[i], bi[hr] = beta[i] * s.rk[i], qi[hr] = s.rq[i] * p_scale;
+    if constexpr (kQueryKey) Gi[hr] = G[i];
+    if constexpr (kGram) bi[hr] = beta[i] * rk[i];
+    if constexpr (kQueryKey) qi[hr] = rq[i] * p_scale;
   }
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const int j = j0 + 8 * t + 2 * q;
-    Gj[t] = *reinterpret_cast<const float2*>(&G[j]);
-    rkj[t] = *reinterpret_cast<const float2*>(&s.rk[j]);
+    if constexpr (kQueryKey) Gj[t] = *reinterpret_cast<const float2*>(&G[j]);
+    rkj[t] = *reinterpret_cast<const float2*>(&rk[j]);
   }
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -470,17 +493,28 @@ __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int la
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int jj = j + e;
-        mv[e] = jj < i ? bi[hr] * rks[e] * kk[t][2 * hr + e] : 0.f;                    // beta_i kn_i . kn_j
-        const float mask = causal_decay(Gi[hr], Gs[e], jj <= i);
-        pv[e] = jj <= i ? mask * qi[hr] * rks[e] * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
+        if constexpr (kGram) mv[e] = jj < i ? bi[hr] * rks[e] * kk[t][2 * hr + e] : 0.f;  // beta_i kn_i . kn_j
+        if constexpr (kQueryKey) {
+          const float mask = causal_decay(Gi[hr], Gs[e], jj <= i);
+          pv[e] = jj <= i ? mask * qi[hr] * rks[e] * qk[t][2 * hr + e] : 0.f;  // Mask o qn_i . kn_j
+        }
       }
-      *reinterpret_cast<float2*>(&s.m[i][j]) = make_float2(mv[0], mv[1]);
-      uint32_t hi, lo;
-      split_pair<M>(pv[0], pv[1], hi, lo);
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = hi;
-      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = lo;
+      if constexpr (kGram) *reinterpret_cast<float2*>(&m[i][j]) = make_float2(mv[0], mv[1]);
+      if constexpr (kQueryKey) {
+        uint32_t hi, lo;
+        split_pair<M>(pv[0], pv[1], hi, lo);
+        *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = hi;
+        *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = lo;
+      }
     }
   }
+}
+// Both, with the norms in s.rq, s.rk and m to s.m.
+template <class M, class L, class Sm>
+__device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
+                                                   const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
+                                                   const float* G, const float* beta, float p_scale = 1.f) {
+  store_key_block<M, L, true, true>(s.m, p_hi, p_lo, i0, j0, lane, kk, qk, G, beta, s.rq, s.rk, p_scale);
 }
 
 // m = strictly_lower(diag(beta) Kn Kn^T) (f32, in s.m) and P = Mask o (Qn Kn^T) (hi + lo, to
