@@ -285,13 +285,17 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_kernel(const __gr
   if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
 }
 
+// The fused form: the warp-specialised kernel (p.fused_ws, chunked_fused_ws.cuh) or this one.
 template <class M>
 cudaError_t launch_chunked(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
-  if (p.fused_ws) return launch_chunked_ws<M>(p, maps, stream);
-  const auto kernel = p.ckpt_tokens > 0 ? chunked_prefill_kernel<M, true> : chunked_prefill_kernel<M, false>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmemBytes));
+  using Kernel = void (*)(ChunkParams, TileMaps);
+  const bool ckpt = p.ckpt_tokens > 0;
+  const Kernel kernel = p.fused_ws ? (ckpt ? chunked_prefill_ws_kernel<M, true> : chunked_prefill_ws_kernel<M, false>)
+                                   : (ckpt ? chunked_prefill_kernel<M, true> : chunked_prefill_kernel<M, false>);
+  const size_t smem = p.fused_ws ? kWsSmemBytes : kFusedSmemBytes;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
-  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kFusedSmemBytes, stream>>>(p, maps);
+  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(p.fused_ws ? kWsThreads : kThreads), smem, stream>>>(p, maps);
   return cudaGetLastError();
 }
 

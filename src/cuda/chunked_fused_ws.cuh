@@ -473,13 +473,4 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #endif
 }
 
-template <class M>
-cudaError_t launch_chunked_ws(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
-  const auto kernel = p.ckpt_tokens > 0 ? chunked_prefill_ws_kernel<M, true> : chunked_prefill_ws_kernel<M, false>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWsSmemBytes));
-  if (e != cudaSuccess) return e;
-  kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kWsThreads), kWsSmemBytes, stream>>>(p, maps);
-  return cudaGetLastError();
-}
-
 }  // namespace gdn::cuda::chunked
