@@ -307,8 +307,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       uint16_t* k_tile = k_tile_of(c);
       uint16_t* q_tile = &s.q[buf][0][0];
       if (!by_tma(c)) {
-        // The chain is done with chunk c - 2 and its o is read out (its arrival there needs
-        // chunk c - 1's kBarPrepared, given after this wait: the ids of c - 2 and c alternate).
+        // The chain is done with chunk c - 2, whose q and Vc buffers take chunk c's q and Kc (its
+        // arrival there needs chunk c - 1's kBarPrepared, given after this wait: the ids of c - 2
+        // and c alternate).
         if (c >= 2) ws::wait(ws::kBarChunkDone + buf);
         load_token_rows<kWsPrepThreads, CoreTiles::Q>(p.q, n, sq.bos + c * kC, live_rows(c), j, q_tile, ptid);
         load_token_rows<kWsPrepThreads, CoreTiles::K>(p.k, n, sq.bos + c * kC, live_rows(c), j, k_tile, ptid);
