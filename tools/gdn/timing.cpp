@@ -96,14 +96,16 @@ Timing time_events(const std::function<void(int, void*)>& call, void* stream, in
   auto s = static_cast<cudaStream_t>(stream);
   for (int i = 0; i < warmup; ++i) call(i, stream);
   EventPair events;
-  std::vector<double> ms;
+  std::vector<double> ms, host_us;
   for (int i = 0; i < repeat; ++i) {
     events.start(s);
+    const auto start = std::chrono::steady_clock::now();
     call(warmup + i, stream);
+    host_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     events.stop(s);
     ms.push_back(events.elapsed_ms());
   }
-  return {median(ms), "events"};
+  return {median(ms), "events", median(host_us)};
 #else
   (void)call, (void)stream, (void)warmup, (void)repeat;
   no_cuda();
