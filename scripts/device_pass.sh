@@ -51,7 +51,8 @@
 #   bash scripts/device_pass.sh --add-lib NAME FILE   # another build's libgdn.so, for compare
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
 #       timeout_s=580)
-# What comes back ($OUT, at most 8 files): summary.txt, logs.tgz, and the results JSON files.
+# What comes back ($OUT, at most 8 files): summary.txt, logs.tgz, the results JSON files, and
+# triton-cache.tgz (the peer's compiled kernels: copy it to .devdeps/ for the next pass).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -100,6 +101,13 @@ builds() {
     for name in $1; do [ "$name" = lib ] && echo .devbuild/lib || echo ".devbuild/lib-$name"; done
   fi
 }
+# The peer's compiled Triton kernels from an earlier pass (its compiles and autotuning took minutes
+# of each pass): an earlier pass returns triton-cache.tgz; copied here to .devdeps/ it travels
+# with the next call and fills the cache before anything runs (a warm machine keeps its own).
+if [ -f .devdeps/triton-cache.tgz ] && [ ! -d /tmp/triton-cache ]; then
+  mkdir -p /tmp/triton-cache && tar xzf .devdeps/triton-cache.tgz -C /tmp/triton-cache \
+    && note "triton cache: $(find /tmp/triton-cache -type f | wc -l) files from .devdeps/triton-cache.tgz"
+fi
 # the packed build's commit (--pack records it: this copy's git metadata may lag the working tree)
 COMMIT=$(cat .devbuild/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export GDN_COMMIT=$COMMIT
@@ -276,4 +284,13 @@ if has profile; then
 fi
 
 tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null
+if [ -d /tmp/triton-cache ]; then  # back for the next pass, within a returned file's 16 MiB
+  tar czf /tmp/triton-cache.tgz -C /tmp/triton-cache . 2>/dev/null
+  size=$(stat -c %s /tmp/triton-cache.tgz 2>/dev/null || echo 0)
+  if [ "$size" -gt 0 ] && [ "$size" -lt $((15 * 1024 * 1024)) ]; then
+    cp /tmp/triton-cache.tgz "$FINAL/" && note "triton cache returned ($((size / 1024)) KiB): copy it to .devdeps/"
+  else
+    note "triton cache not returned ($((size / 1024)) KiB)"
+  fi
+fi
 note "pass done ($(elapsed))"
