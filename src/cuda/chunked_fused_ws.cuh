@@ -11,9 +11,9 @@
 // Registers are rebalanced once the roles split (setmaxnreg): 184 a thread for the chain (the
 // state, D, O and A fragments), 136 for the preparation; neither spills.
 //
-// Shared memory (WsSmem, about 218 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
-// and the gates and norms in two slots (chunk c's read by the chain while chunk c + 1's are
-// written); m apart from -W. Kc and Vc trade buffers every two chunks, so chunk c + 2's Kc lands
+// Shared memory (WsSmem, about 221 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
+// and the norms in two slots (chunk c's read by the chain while chunk c + 1's are written), the
+// gates in eight (kGateGroup); m apart from -W. Kc and Vc trade buffers every two chunks, so chunk c + 2's Kc lands
 // in chunk c's Vc buffer as soon as U's products have read it; o is staged in Kc's buffer once
 // the state update has read it, and chunk c + 2's Vc lands there once that o is read out.
 //
@@ -29,7 +29,8 @@
 // preparing warps, Vc by the chain's), as in the one-role kernel.
 //
 // Measured (H200, the same run; docs/NOTES.md, nineteenth session): 4 x 8192 0.827 -> 0.805 ms,
-// 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel. Nsight Compute:
+// 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel; the gates four
+// chunks at a time (twentieth session) 0.810 -> 0.785 on 4 x 8192. Nsight Compute:
 // each role is busy about 85% of the step and waits on the other for the rest; the step (6.3 us)
 // is the chain's own work, slower beside the preparation than alone.
 #pragma once
