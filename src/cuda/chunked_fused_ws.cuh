@@ -13,9 +13,10 @@
 //
 // Shared memory (WsSmem, about 221 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
 // and the norms in two slots (chunk c's read by the chain while chunk c + 1's are written), the
-// gates in eight (kGateGroup); m apart from -W. Kc and Vc trade buffers every two chunks, so chunk c + 2's Kc lands
-// in chunk c's Vc buffer as soon as U's products have read it; o is staged in Kc's buffer once
-// the state update has read it, and chunk c + 2's Vc lands there once that o is read out.
+// gates in eight (kGateGroup); m apart from -W. Kc and Vc trade buffers every two chunks, so
+// chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products have read it; o is
+// staged in Kc's buffer once the state update has read it, and chunk c + 2's Vc lands there once
+// that o is read out.
 //
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
