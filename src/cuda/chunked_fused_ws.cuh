@@ -13,15 +13,15 @@
 //
 // Shared memory (WsSmem, about 221 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
 // and the norms in two slots (chunk c's read by the chain while chunk c + 1's are written), the
-// gates in eight (kGateGroup); m apart from -W. Kc and Vc trade buffers every two chunks, so
-// chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products have read it; o is
-// staged in Kc's buffer once the state update has read it, and chunk c + 2's Vc lands there once
-// that o is read out.
+// gates in eight (kGateGroup); m and X in two buffers (chunk c's m, then its X over it in place,
+// in buffer c & 1: chunk c + 1's inverse need not wait for the chain to read chunk c's X). Kc and
+// Vc trade buffers every two chunks, so chunk c + 2's Kc lands in chunk c's Vc buffer as soon as
+// U's products have read it; o is staged in Kc's buffer once the state update has read it, and
+// chunk c + 2's Vc lands there once that o is read out.
 //
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
 //   kBarPrepared     preparation -> chain   chunk c's X, P slot, gates and norms slot
-//   kBarInverseRead  chain -> preparation   chunk c's X read (chunk c + 1's may be written)
 //   kBarChunkDone+b  chain -> preparation   chunk c done (b = c & 1), before the preparation
 //                                           copies chunk c + 2's q and Kc by cp.async
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
@@ -61,9 +61,9 @@ struct WsSmem {
   WsHalfPair t;                // [C, C] T (the chain's; blocks above the diagonal zeroed once)
   float merge[32][kLdMerge];   // the inverse's merge scratch (the preparation's)
   uint16_t xw[kC][kLdCC];      // [C, C] X diag(beta rk) (the chain's)
-  float m[kC][kLdF];           // [C, C] strictly lower diag(beta) Kn Kn^T (the preparation's)
+  float mx[2][kC][kLdF];       // [C, C] chunk c's strictly lower m = diag(beta) Kn Kn^T, then in
+                               // place its X = (I + m)^-1 (read by the chain), in buffer c & 1
   uint16_t w_neg[kC][kK];      // [C, K] -W (the chain's; KMajorAt)
-  float x[kC][kLdF];           // [C, C] X = (I + m)^-1 (written by the preparation, read by the chain)
   float G[kC];                 // the chain's chunk: cumulative log-decay, beta, row norms (copied
                                // from the slot at the chunk's top)
   float beta[kC];
@@ -84,9 +84,28 @@ struct WsMinusWTiles {
   uint16_t (*w_neg)[kK];
 };
 
+// The inverse's view of chunk c's buffer (m and X the same: invert_diagonal_blocks<true>) and
+// gate_inverse's (X of chunk c, the gates and norms the chain copied, T and Xw).
+struct WsInverseTiles {
+  float (*m)[kLdF];
+  float (*x)[kLdF];
+  float (*merge)[kLdMerge];
+};
+struct WsGateInverseTiles {
+  const float (*x)[kLdF];
+  const float* G;
+  const float* beta;
+  const float* rk;
+  struct {
+    uint16_t (*hi)[kC];
+    uint16_t (*lo)[kC];
+  } t;
+  uint16_t (*xw)[kLdCC];
+};
+
 inline constexpr size_t kWsSmemBytes = sizeof(WsSmem) + 1024;  // from the first 1024-byte boundary
 static_assert(kWsSmemBytes <= 227 * 1024, "one Hopper block's shared memory");
-static_assert(offsetof(WsSmem, x) % 16 == 0 && offsetof(WsSmem, m) % 16 == 0 && offsetof(WsSmem, t) % 16 == 0 &&
+static_assert(offsetof(WsSmem, mx) % 16 == 0 && sizeof(float[kC][kLdF]) % 16 == 0 && offsetof(WsSmem, t) % 16 == 0 &&
                   offsetof(WsSmem, p_slot) % 16 == 0 && offsetof(WsSmem, w_neg) % 16 == 0 &&
                   offsetof(WsSmem, G) % 8 == 0 && offsetof(WsSmem, beta) % 8 == 0 &&
                   offsetof(WsSmem, rk) % 8 == 0 && offsetof(WsSmem, G_s) % 8 == 0 &&
@@ -107,7 +126,7 @@ static_assert(kWsChainRegs * kWsChainThreads + kWsPrepRegs * kWsPrepThreads <= 1
 
 #if GDN_CHUNKED_WGMMA
 namespace ws {
-enum : int { kBarChain = 1, kBarPrep = 2, kBarPrepared = 3, kBarInverseRead = 4, kBarChunkDone = 5 /* and 6 */ };
+enum : int { kBarChain = 1, kBarPrep = 2, kBarPrepared = 3, kBarChunkDone = 5 /* and 6 */ };
 __device__ __forceinline__ void arrive(int id) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kWsThreads) : "memory");
 }
@@ -356,22 +375,23 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_wait<0>();
       uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
       uint16_t* p_lo = &s.p_slot[buf].lo[0][0];
-      store_key_block<M, CoreTiles, true, false>(s.m, p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
-      store_key_block<M, CoreTiles, false, true>(s.m, p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
+      store_key_block<M, CoreTiles, true, false>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
+      store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
       if (w >= 2) {
-        store_key_block<M, CoreTiles, true, false>(s.m, p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
-        store_key_block<M, CoreTiles, false, true>(s.m, p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, true, false>(s.mx[buf], p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
       } else {
         store_zero_p<CoreTiles>(16 * w, 32, lane, p_hi, p_lo);
       }
       fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, Kc -> the TMA refills
-      // ... then X (chunk c - 1's is read by the chain: its arrival there needs chunk c - 1's
-      // kBarPrepared, and its next one chunk c's, given below).
-      if (c >= 1) ws::wait(ws::kBarInverseRead);
-      else prep_sync();  // m complete
-      invert_diagonal_blocks(s, w, lane);
+      // ... then X over m in place (chunk c - 2's X, in the same buffer, was read by the chain's
+      // gate_inverse before chunk c's q was issued, which the products above waited for, as P's
+      // slot was).
+      prep_sync();  // m complete
+      WsInverseTiles inverse{s.mx[buf], s.mx[buf], s.merge};
+      invert_diagonal_blocks<true>(inverse, w, lane);
       prep_sync();
-      ws::merge_inverse_blocks_f32(s, w, lane, prep_sync);
+      ws::merge_inverse_blocks_f32(inverse, w, lane, prep_sync);
       // (a barrier of the warpgroup first: compute-sanitizer's racecheck reported the merge's last
       // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
       // with a CTA fence before the arrival or without one)
@@ -397,7 +417,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint16_t* k_tile = k_tile_of(c);
     uint16_t* v_tile = v_tile_of(c);
     uint16_t* q_tile = &s.q[buf][0][0];
-    // Chunk c prepared (the preparation's next arrival needs this chunk's kBarInverseRead).
+    // Chunk c prepared.
     ws::wait(ws::kBarPrepared);
     if (by_tma(c)) {  // (complete: q, Kc for this thread too)
       mbarrier_wait(&s.q_full[buf], parity(c));
@@ -413,11 +433,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int a = 0; a < 4; ++a) to[a][lane] = from[a][lane];
     }
     chain_sync();
-    // T, Xw from X; X handed back as soon as it is read (the preparation's inverse of chunk c + 1
-    // waits for it: the two roles' loop)
-    gate_inverse<M, CoreTiles>(s, tid, [&] {
-      if (next) ws::arrive(ws::kBarInverseRead);
-    });
+    // T, Xw from X (chunk c + 2's m replaces it once its q has landed, issued at this chunk's end)
+    WsGateInverseTiles gi{s.mx[buf], s.G, s.beta, s.rk, {&s.t.hi[0], &s.t.lo[0]}, s.xw};
+    gate_inverse<M, CoreTiles>(gi, tid);
     if (tid < kC) {  // o's scale folded into q_f (and P): o = scale (O diag(q_f) + D^T P^T)
       const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
       s.q_f[tid] = output_factor<false>(own, tid) * p.scale;

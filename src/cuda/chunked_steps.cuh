@@ -560,8 +560,9 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
 // X_AA and X_BB are written as zeros (the merges read them); the rest of the upper triangle is
 // never read. In two parts, a barrier between them (invert_unit_lower): the diagonal blocks
 // (warps 0..3, CUDA cores only: the fused kernel runs them beside its state update's wgmma)
-// and the merges.
-template <class Sm>
+// and the merges. kInPlace: s.m and s.x are one buffer (each block of X replaces the block of m
+// it was formed from, once that block has been read: the warp-specialised kernel's).
+template <bool kInPlace = false, class Sm>
 __device__ __forceinline__ void invert_diagonal_blocks(Sm& s, int warp, int lane) {
   if (warp < 4) {
     const int b0 = 16 * warp;
@@ -584,6 +585,7 @@ __device__ __forceinline__ void invert_diagonal_blocks(Sm& s, int warp, int lane
         }
         x[r] = acc;
       }
+      if constexpr (kInPlace) __syncwarp(0x0000ffffu);  // every lane's reads of m_bb before X_bb over it
 #pragma unroll
       for (int r = 0; r < 16; ++r) s.x[b0 + r][b0 + c] = x[r];
     } else if ((warp & 1) == 0) {
