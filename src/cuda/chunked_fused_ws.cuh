@@ -305,6 +305,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint4* t = reinterpret_cast<uint4*>(&s.t);
     for (int i = tid; i < kPieces; i += kWsThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
   }
+  if (warp >= kWarps) {  // P's block AB (rows [0, 32), columns [32, 64)): zeros in both slots
+    const int w = warp - kWarps;
+    store_zero_p<CoreTiles>(16 * (w & 1), 32, lane, &s.p_slot[w >> 1].hi[0][0], &s.p_slot[w >> 1].lo[0][0]);
+  }
   __syncthreads();  // the mbarriers initialised before any copy completes on them
   // Chunks 0 and 1: q, Kc, Vc issued now (by TMA, or Vc by the chain's threads; the preparing
   // warps copy a cp.async chunk's q and Kc themselves).
@@ -355,7 +359,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
       ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
       ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
-      ws::gram_issue<M>(q_tile, k_tile, 32, qk[1]);
+      ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
       float* G = s.G_s[c % kGateSlots];
       float* beta = s.beta_s[c % kGateSlots];
       float* rq = s.rq_s[buf];
@@ -375,13 +379,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_wait<0>();
       uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
       uint16_t* p_lo = &s.p_slot[buf].lo[0][0];
+      // Three of m's and P's six 16-row blocks a warp: m_AA, P_AA and P_BB (its rows [32, 96)
+      // product) for warps 0, 1; m_BA, m_BB and P_BA for warps 2, 3 (with m and P of rows B both
+      // by warps 2, 3, warps 0, 1 waited for them at the next barrier: Nsight Compute). P's block
+      // AB is zeros, written once.
       store_key_block<M, CoreTiles, true, false>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
-      store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
       if (w >= 2) {
         store_key_block<M, CoreTiles, true, false>(s.mx[buf], p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
-        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
       } else {
-        store_zero_p<CoreTiles>(16 * w, 32, lane, p_hi, p_lo);
+        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 32 + 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
       }
       fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, Kc -> the TMA refills
       // ... then X over m in place (chunk c - 2's X, in the same buffer, was read by the chain's
