@@ -352,14 +352,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       } else {
         mbarrier_wait(&s.k_full[buf], parity(c));
       }
-      // Kc Kc^T and Qc Kc^T into m and P slot buf (its reader, chunk c - 2's outputs, is done: its
-      // q buffer has been refilled with chunk c's q) ...
-      if (by_tma(c)) mbarrier_wait(&s.q_full[buf], parity(c));
+      // Kc Kc^T into m (buffer buf: chunk c - 2's X there was read by the chain's gate_inverse
+      // before chunk c's Kc was issued, which the copy above waited for), then X over m in
+      // place; Qc Kc^T into P slot buf once chunk c's q has landed (its reader, chunk c - 2's
+      // outputs, is done when chunk c's q is issued), issued after the diagonal blocks: the
+      // inverse of chunk c need not wait for q, which is issued only at chunk c - 2's end.
       float kk[2][4][4], qk[2][4][4];  // token columns [0, 32) and [32, 64)
       ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
-      ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
       ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
-      ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
       float* G = s.G_s[c % kGateSlots];
       float* beta = s.beta_s[c % kGateSlots];
       float* rq = s.rq_s[buf];
@@ -371,35 +371,32 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         chunk_gates(p, s.G_s[cw % kGateSlots], s.beta_s[cw % kGateSlots], hg, raw, live_rows(cw), lane);
         if (cw + kGateGroup < chunks) raw = load_raw_gates(p, n, sq, h, cw + kGateGroup, lane);
       }
-      if (p.l2norm) {
-        ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
-        ws::row_norms_warpgroup<M>(k_tile, rk, w, lane);
-      }
-      prep_sync();  // the slot's gates and norms
+      if (p.l2norm) ws::row_norms_warpgroup<M>(k_tile, rk, w, lane);
+      prep_sync();  // the slot's gates and key norms
+      wgmma_wait<0>();
+      // Three of m's and P's six 16-row blocks a warp: m_AA, then P_AA and P_BB (its rows
+      // [32, 96) product) for warps 0, 1; m_BA and m_BB, then P_BA for warps 2, 3 (with m and P of
+      // rows B both by warps 2, 3, warps 0, 1 waited for them: Nsight Compute). P's block AB is
+      // zeros, written once.
+      store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq, rk, p.scale);
+      if (w >= 2)
+        store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
+      __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
+      WsInverseTiles inverse{s.mx[buf], s.mx[buf], s.merge};
+      invert_diagonal_blocks<true>(inverse, w, lane);
+      if (by_tma(c)) mbarrier_wait(&s.q_full[buf], parity(c));
+      ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
+      ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
+      if (p.l2norm) ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
+      prep_sync();  // every diagonal block (and the query norms)
+      ws::merge_inverse_blocks_f32(inverse, w, lane, prep_sync);
       wgmma_wait<0>();
       uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
       uint16_t* p_lo = &s.p_slot[buf].lo[0][0];
-      // Three of m's and P's six 16-row blocks a warp: m_AA, P_AA and P_BB (its rows [32, 96)
-      // product) for warps 0, 1; m_BA, m_BB and P_BA for warps 2, 3 (with m and P of rows B both
-      // by warps 2, 3, warps 0, 1 waited for them at the next barrier: Nsight Compute). P's block
-      // AB is zeros, written once.
-      store_key_block<M, CoreTiles, true, false>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
-      if (w >= 2) {
-        store_key_block<M, CoreTiles, true, false>(s.mx[buf], p_hi, p_lo, 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
-        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
-      } else {
-        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, kk[0], qk[0], G, beta, rq, rk, p.scale);
-        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 32 + 16 * w, 32, lane, kk[1], qk[1], G, beta, rq, rk, p.scale);
-      }
+      store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p.scale);
+      if (w < 2)
+        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 32 + 16 * w, 32, lane, qk[1], qk[1], G, beta, rq, rk, p.scale);
       fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, Kc -> the TMA refills
-      // ... then X over m in place (chunk c - 2's X, in the same buffer, was read by the chain's
-      // gate_inverse before chunk c's q was issued, which the products above waited for, as P's
-      // slot was).
-      prep_sync();  // m complete
-      WsInverseTiles inverse{s.mx[buf], s.mx[buf], s.merge};
-      invert_diagonal_blocks<true>(inverse, w, lane);
-      prep_sync();
-      ws::merge_inverse_blocks_f32(inverse, w, lane, prep_sync);
       // (a barrier of the warpgroup first: compute-sanitizer's racecheck reported the merge's last
       // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
       // with a CTA fence before the arrival or without one)
