@@ -52,6 +52,10 @@ struct WsHalfPair {  // a [C, C] matrix as hi + lo parts in CoreTiles::P / T's l
 // still copy chunk c - 1's from the other four.
 inline constexpr int kGateGroup = 4;
 inline constexpr int kGateSlots = 2 * kGateGroup;
+// The row norms of chunk c are formed while the chain may still read chunk c - 2's (the
+// preparation of chunk c starts once its Kc has landed, early in the chain's chunk c - 2), so
+// four slots: the chain reads its chunk's gates and norms in their slots, with no copy.
+inline constexpr int kNormSlots = 4;
 struct WsSmem {
   uint16_t q[2][kC][kK];       // [C, K] query rows of the chunk (Swizzle128At)
   uint16_t k[2][kC][kK];       // [C, K] key rows
@@ -64,13 +68,11 @@ struct WsSmem {
   float mx[2][kC][kLdF];       // [C, C] chunk c's strictly lower m = diag(beta) Kn Kn^T, then in
                                // place its X = (I + m)^-1 (read by the chain), in buffer c & 1
   uint16_t w_neg[kC][kK];      // [C, K] -W (the chain's; KMajorAt)
-  float G[kC];                 // the chain's chunk: cumulative log-decay, beta, row norms (copied
-                               // from the slot at the chunk's top)
-  float beta[kC];
-  float rq[kC], rk[kC];        // 1 / ||q_t||, 1 / ||k_t|| (1 without qk_l2norm)
   float q_f[kC], k_f[kC];      // the chain's per-token factors
-  float G_s[kGateSlots][kC], beta_s[kGateSlots][kC];  // chunk c's gates in slot c % kGateSlots
-  float rq_s[2][kC], rk_s[2][kC];                     // chunk c's row norms in slot c & 1
+  // chunk c's cumulative log-decay G and beta in slot c % kGateSlots, its row norms 1 / ||q_t||,
+  // 1 / ||k_t|| (1 without qk_l2norm) in slot c % kNormSlots: the chain reads them there
+  float G_s[kGateSlots][kC], beta_s[kGateSlots][kC];
+  float rq_s[kNormSlots][kC], rk_s[kNormSlots][kC];
   uint64_t q_full[2], k_full[2], v_full[2];  // TMA: chunk c's q / Kc / Vc have landed (c & 1)
 };
 // wgmma_minus_w_new_values' view of the chunk's tiles, Kc and Vc in their buffers of the chunk
@@ -107,8 +109,8 @@ inline constexpr size_t kWsSmemBytes = sizeof(WsSmem) + 1024;  // from the first
 static_assert(kWsSmemBytes <= 227 * 1024, "one Hopper block's shared memory");
 static_assert(offsetof(WsSmem, mx) % 16 == 0 && sizeof(float[kC][kLdF]) % 16 == 0 && offsetof(WsSmem, t) % 16 == 0 &&
                   offsetof(WsSmem, p_slot) % 16 == 0 && offsetof(WsSmem, w_neg) % 16 == 0 &&
-                  offsetof(WsSmem, G) % 8 == 0 && offsetof(WsSmem, beta) % 8 == 0 &&
-                  offsetof(WsSmem, rk) % 8 == 0 && offsetof(WsSmem, G_s) % 8 == 0 &&
+                  offsetof(WsSmem, G_s) % 8 == 0 && offsetof(WsSmem, beta_s) % 8 == 0 &&
+                  offsetof(WsSmem, rk_s) % 8 == 0 &&
                   sizeof(uint16_t[kC][kK]) % 1024 == 0 &&
                   offsetof(WsSmem, q_full) % 8 == 0,
               "f32 tiles take float4 and gate rows float2 accesses; q, k, v at 1024-byte boundaries");
@@ -299,7 +301,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     fence_mbarrier_init();
   }
-  if (!p.l2norm && tid < kC) s.rq_s[0][tid] = s.rk_s[0][tid] = s.rq_s[1][tid] = s.rk_s[1][tid] = 1.f;
+  if (!p.l2norm && tid < kC)
+    for (int b = 0; b < kNormSlots; ++b) s.rq_s[b][tid] = s.rk_s[b][tid] = 1.f;
   {  // T's blocks above the diagonal: zeros for the whole sequence (gate_inverse writes the rest)
     constexpr int kPieces = int(sizeof(WsHalfPair) / sizeof(uint4));
     uint4* t = reinterpret_cast<uint4*>(&s.t);
@@ -362,8 +365,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
       float* G = s.G_s[c % kGateSlots];
       float* beta = s.beta_s[c % kGateSlots];
-      float* rq = s.rq_s[buf];
-      float* rk = s.rk_s[buf];
+      float* rq = s.rq_s[c % kNormSlots];  // (the chain read chunk c - 4's long before)
+      float* rk = s.rk_s[c % kNormSlots];
       if (c % kGateGroup == 0 && c + w < chunks) {  // chunk c + w's gates by warp w
         // (their slots last held chunks c - 8 .. c - 5, copied by the chain long before; chunk
         // c - 1's, which it may still be copying, is in the other half)
@@ -412,7 +415,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const auto chain_sync = [] { named_barrier(ws::kBarChain, kWsChainThreads); };
   float S[16][4];  // the state's rows [16 warp, +16), all K columns
   load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
-  constexpr int kGateWarp = 4;  // moves the slot's gates and norms to the chain's
   int64_t next_checkpoint = kCheckpoints ? first_checkpoint_chunk(p, 0) : -1;
   for (int64_t c = 0; c < chunks; ++c) {
     const int buf = int(c & 1);
@@ -428,23 +430,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       mbarrier_wait(&s.q_full[buf], parity(c));
       mbarrier_wait(&s.k_full[buf], parity(c));
     }
-    if (warp == kGateWarp) {
-      const float2* from[4] = {reinterpret_cast<const float2*>(s.G_s[c % kGateSlots]),
-                               reinterpret_cast<const float2*>(s.beta_s[c % kGateSlots]),
-                               reinterpret_cast<const float2*>(s.rq_s[buf]), reinterpret_cast<const float2*>(s.rk_s[buf])};
-      float2* to[4] = {reinterpret_cast<float2*>(s.G), reinterpret_cast<float2*>(s.beta), reinterpret_cast<float2*>(s.rq),
-                       reinterpret_cast<float2*>(s.rk)};
-#pragma unroll
-      for (int a = 0; a < 4; ++a) to[a][lane] = from[a][lane];
-    }
-    chain_sync();
+    // The chunk's gates and norms, in their slots (rewritten for chunk c + 8 and c + 4 at the
+    // earliest, while the preparation runs at most two chunks ahead)
+    const float* G = s.G_s[c % kGateSlots];
+    const float* beta = s.beta_s[c % kGateSlots];
+    const float* rq = s.rq_s[c % kNormSlots];
+    const float* rk = s.rk_s[c % kNormSlots];
     // T, Xw from X (chunk c + 2's m replaces it once its q has landed, issued at this chunk's end)
-    WsGateInverseTiles gi{s.mx[buf], s.G, s.beta, s.rk, {&s.t.hi[0], &s.t.lo[0]}, s.xw};
+    WsGateInverseTiles gi{s.mx[buf], G, beta, rk, {&s.t.hi[0], &s.t.lo[0]}, s.xw};
     gate_inverse<M, CoreTiles>(gi, tid);
     if (tid < kC) {  // o's scale folded into q_f (and P): o = scale (O diag(q_f) + D^T P^T)
-      const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
+      const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, G, rq, rk};
       s.q_f[tid] = output_factor<false>(own, tid) * p.scale;
-      s.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
+      s.k_f[tid] = state_factor<false>(own, G[kC - 1], tid);
     }
     fence_shared_for_wgmma();  // T -> wgmma
     if (!by_tma(c)) {          // Vc by this thread's cp.async (the sequence's last chunk)
@@ -464,7 +462,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
     {
       const WsMinusWTiles view{reinterpret_cast<const uint16_t(*)[kC][kK]>(k_tile),
-                               reinterpret_cast<const uint16_t(*)[kC][kV]>(v_tile), s.xw, s.t, s.G, s.w_neg};
+                               reinterpret_cast<const uint16_t(*)[kC][kV]>(v_tile), s.xw, s.t, G, s.w_neg};
       wgmma_minus_w_new_values<M>(view, 0, warp, lane, D);
     }
     fence_shared_for_wgmma();  // -W -> the chain's wgmma; this thread's reads of Vc -> the TMA refill
@@ -472,7 +470,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if (copier && c + 2 < chunks && by_tma(c + 2)) tma_k(c + 2);  // into Vc's buffer: U has read it
 
     const ChainTiles ct{&s.w_neg[0][0], q_tile, k_tile, &s.p_slot[buf].hi[0][0], &s.p_slot[buf].lo[0][0],
-                        s.G, s.q_f, s.k_f};
+                        G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
