@@ -4,24 +4,27 @@
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
 //     chunked_fused.cuh): chunk c's T and Xw from its inverse X (gate_inverse), -W and U, the
 //     outputs, the state update, o;
-//   - the preparation, warps 8..11 (one warpgroup): chunk c + 1's gates, row norms, Kc Kc^T and
-//     Qc Kc^T with their epilogues (m, and P into a slot), and X = (I + m)^-1 (the 16 x 16
-//     diagonal blocks, then the merges as f32 sums on CUDA cores: as 3xTF32 products they
-//     waited on the tensor pipe behind the chain's wgmma), while the chain works on chunk c.
+//   - the preparation, warps 8..11 (one warpgroup): the next chunks' gates and row norms, Kc Kc^T
+//     with its epilogue (m) and X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as
+//     f32 sums on CUDA cores: as 3xTF32 products they waited on the tensor pipe behind the
+//     chain's wgmma), then Qc Kc^T with its epilogue (P into a slot), while the chain works on
+//     an earlier chunk. Chunk c's inverse waits only for its Kc (issued early in the chain's
+//     chunk c - 2), and only its P for its q (issued at that chunk's end), so the preparation
+//     may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 184 a thread for the chain (the
-// state, D, O and A fragments), 136 for the preparation; neither spills.
+// state, D, O and A fragments), 136 for the preparation; neither spills in the loop.
 //
 // Shared memory (WsSmem, about 221 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
-// and the norms in two slots (chunk c's read by the chain while chunk c + 1's are written), the
-// gates in eight (kGateGroup); m and X in two buffers (chunk c's m, then its X over it in place,
-// in buffer c & 1: chunk c + 1's inverse need not wait for the chain to read chunk c's X). Kc and
-// Vc trade buffers every two chunks, so chunk c + 2's Kc lands in chunk c's Vc buffer as soon as
-// U's products have read it; o is staged in Kc's buffer once the state update has read it, and
-// chunk c + 2's Vc lands there once that o is read out.
+// in two slots (chunk c's read by the chain while chunk c + 1's are written), the row norms in
+// four and the gates in eight (kGateGroup), all read by the chain in place; m and X in two
+// buffers (chunk c's m, then its X over it in place, in buffer c & 1). Kc and Vc trade buffers
+// every two chunks, so chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products
+// have read it; o is staged in Kc's buffer once the state update has read it, and chunk c + 2's
+// Vc lands there once that o is read out.
 //
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
-//   kBarPrepared     preparation -> chain   chunk c's X, P slot, gates and norms slot
+//   kBarPrepared     preparation -> chain   chunk c's X, P slot, gates and norms
 //   kBarChunkDone+b  chain -> preparation   chunk c done (b = c & 1), before the preparation
 //                                           copies chunk c + 2's q and Kc by cp.async
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
@@ -31,9 +34,11 @@
 //
 // Measured (H200, the same run; docs/NOTES.md, nineteenth session): 4 x 8192 0.827 -> 0.805 ms,
 // 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel; the gates four
-// chunks at a time (twentieth session) 0.810 -> 0.785 on 4 x 8192. Nsight Compute:
-// each role is busy about 85% of the step and waits on the other for the rest; the step (6.3 us)
-// is the chain's own work, slower beside the preparation than alone.
+// chunks at a time (twentieth session) 0.810 -> 0.785 on 4 x 8192; the in-place inverse, the
+// balanced epilogues, P after the merges and the gates read in place (twenty-first) 0.786 ->
+// 0.776. Nsight Compute (twenty-first session): the chain waits about 0.55 us a step for the
+// preparation, and the preparation at times for the chain; the step (6.1 us) is the chain's own
+// work, slower beside the preparation than alone.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"
@@ -404,6 +409,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
       // with a CTA fence before the arrival or without one)
       prep_sync();
+      // (chunk c's arrival follows its q, issued at the chain's chunk c - 2 end, from where the
+      // chain goes straight to its wait for chunk c - 1: the arrivals and waits alternate)
       ws::arrive(ws::kBarPrepared);
     }
     return;
@@ -436,7 +443,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const float* beta = s.beta_s[c % kGateSlots];
     const float* rq = s.rq_s[c % kNormSlots];
     const float* rk = s.rk_s[c % kNormSlots];
-    // T, Xw from X (chunk c + 2's m replaces it once its q has landed, issued at this chunk's end)
+    // T, Xw from X (chunk c + 2's m replaces it once its Kc has landed, issued after this chunk's
+    // -W and U)
     WsGateInverseTiles gi{s.mx[buf], G, beta, rk, {&s.t.hi[0], &s.t.lo[0]}, s.xw};
     gate_inverse<M, CoreTiles>(gi, tid);
     if (tid < kC) {  // o's scale folded into q_f (and P): o = scale (O diag(q_f) + D^T P^T)

@@ -351,7 +351,9 @@ TEST(Forms, FusedTmaMatchesCpAsync) {
 // close rather than the same bits (a difference of 1e-6 in X can flip the bf16 rounding of an
 // element of Xw or T's hi part); with packed partial chunks (cp.async in both) and no decay
 // (where differences in S last). Bounds as SplitMatchesFused's, the bf16 state's doubled for
-// the 700-token run without decay (measured on the H200: o 4.7e-4, state 2.3e-4 there).
+// the 700-token run without decay (measured on the H200: o 4.7e-4, state 2.3e-4 there), the f32
+// state's 4e-5: with fresh inputs each run, the packed run without decay read 1.8e-5 once
+// (twenty-first session), above the 1e-5 it had; a race would show as 1e-3 or more.
 TEST(Forms, WarpSpecialisedMatchesOneRole) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
@@ -372,7 +374,7 @@ TEST(Forms, WarpSpecialisedMatchesOneRole) {
     }
     EXPECT_LE(rel_l2_tensors(ws.o, one.o), 1e-3) << text;
     EXPECT_LE(rel_l2_live_slots(ws, *ws.final_state_out(), *one.final_state_out()),
-              c.state_dtype == GDN_DTYPE_BF16 ? 4e-4 : 1e-5) << text;
+              c.state_dtype == GDN_DTYPE_BF16 ? 4e-4 : 4e-5) << text;
   }
 }
 
