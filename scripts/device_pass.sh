@@ -49,10 +49,12 @@
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   bash scripts/device_pass.sh --add-lib NAME FILE   # another build's libgdn.so, for compare
-#   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps"],
+#   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps", ".devcache"],
 #       timeout_s=580)
 # What comes back ($OUT, at most 8 files): summary.txt, logs.tgz, the results JSON files, and
-# triton-cache.tgz (the peer's compiled kernels: copy it to .devdeps/ for the next pass).
+# the peer's compiled Triton kernels as triton-cache.tgz.part0, part1, ... (15 MiB each, at most
+# three): copy them to .devcache/ (ignored), replacing what is there, and name .devcache in
+# carry when the pass runs the peer (phases prefill, python, recurrent), for a warm start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -102,11 +104,12 @@ builds() {
   fi
 }
 # The peer's compiled Triton kernels from an earlier pass (its compiles and autotuning took minutes
-# of each pass): an earlier pass returns triton-cache.tgz; copied here to .devdeps/ it travels
-# with the next call and fills the cache before anything runs (a warm machine keeps its own).
-if [ -f .devdeps/triton-cache.tgz ] && [ ! -d /tmp/triton-cache ]; then
-  mkdir -p /tmp/triton-cache && tar xzf .devdeps/triton-cache.tgz -C /tmp/triton-cache \
-    && note "triton cache: $(find /tmp/triton-cache -type f | wc -l) files from .devdeps/triton-cache.tgz"
+# of each pass: the Python check's 32 shapes alone more than 170 s): an earlier pass returns
+# them in parts; copied to .devcache/ they travel with the next call (carry) and fill the cache
+# before anything runs (a warm machine keeps its own).
+if [ ! -d /tmp/triton-cache ] && compgen -G ".devcache/triton-cache.tgz.part*" > /dev/null; then
+  mkdir -p /tmp/triton-cache && cat .devcache/triton-cache.tgz.part* | tar xzf - -C /tmp/triton-cache \
+    && note "triton cache: $(find /tmp/triton-cache -type f | wc -l) files from .devcache/"
 fi
 # the packed build's commit (--pack records it: this copy's git metadata may lag the working tree)
 COMMIT=$(cat .devbuild/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -284,11 +287,12 @@ if has profile; then
 fi
 
 tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null
-if [ -d /tmp/triton-cache ]; then  # back for the next pass, within a returned file's 16 MiB
+if [ -d /tmp/triton-cache ]; then  # back for the next pass: parts within a returned file's 16 MiB
   tar czf /tmp/triton-cache.tgz -C /tmp/triton-cache . 2>/dev/null
   size=$(stat -c %s /tmp/triton-cache.tgz 2>/dev/null || echo 0)
-  if [ "$size" -gt 0 ] && [ "$size" -lt $((15 * 1024 * 1024)) ]; then
-    cp /tmp/triton-cache.tgz "$FINAL/" && note "triton cache returned ($((size / 1024)) KiB): copy it to .devdeps/"
+  if [ "$size" -gt 0 ] && [ "$size" -le $((45 * 1024 * 1024)) ]; then
+    split -b 15m -d -a 1 /tmp/triton-cache.tgz "$FINAL/triton-cache.tgz.part" \
+      && note "triton cache returned ($((size / 1024)) KiB in $(ls "$FINAL"/triton-cache.tgz.part* | wc -l) parts): copy them to .devcache/"
   else
     note "triton cache not returned ($((size / 1024)) KiB)"
   fi

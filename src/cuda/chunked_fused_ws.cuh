@@ -12,7 +12,7 @@
 //     chunk c - 2), and only its P for its q (issued at that chunk's end), so the preparation
 //     may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 184 a thread for the chain (the
-// state, D, O and A fragments), 136 for the preparation; neither spills in the loop.
+// state, D, O and A fragments), 136 for the preparation; neither spills.
 //
 // Shared memory (WsSmem, about 221 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
 // in two slots (chunk c's read by the chain while chunk c + 1's are written), the row norms in
