@@ -373,8 +373,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       float* rq = s.rq_s[c % kNormSlots];  // (the chain read chunk c - 4's long before)
       float* rk = s.rk_s[c % kNormSlots];
       if (c % kGateGroup == 0 && c + w < chunks) {  // chunk c + w's gates by warp w
-        // (their slots last held chunks c - 8 .. c - 5, copied by the chain long before; chunk
-        // c - 1's, which it may still be copying, is in the other half)
+        // (their slots last held chunks c - 8 .. c - 5, which the chain read long before; it may
+        // still be reading chunk c - 2's or c - 1's, in the other half)
         const int64_t cw = c + w;
         chunk_gates(p, s.G_s[cw % kGateSlots], s.beta_s[cw % kGateSlots], hg, raw, live_rows(cw), lane);
         if (cw + kGateGroup < chunks) raw = load_raw_gates(p, n, sq, h, cw + kGateGroup, lane);
@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // Three of m's and P's six 16-row blocks a warp: m_AA, then P_AA and P_BB (its rows
       // [32, 96) product) for warps 0, 1; m_BA and m_BB, then P_BA for warps 2, 3 (with m and P of
       // rows B both by warps 2, 3, warps 0, 1 waited for them: Nsight Compute). P's block AB is
-      // zeros, written once.
+      // zeros, written once. (m alone, then P alone: the other's arguments are not read.)
       store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq, rk, p.scale);
       if (w >= 2)
         store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
