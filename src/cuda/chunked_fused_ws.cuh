@@ -92,7 +92,7 @@ struct WsMinusWTiles {
 };
 
 // The inverse's view of chunk c's buffer (m and X the same: invert_diagonal_blocks<true>) and
-// gate_inverse's (X of chunk c, the gates and norms the chain copied, T and Xw).
+// gate_inverse's (X of chunk c, the gates and norms in their slots, T and Xw).
 struct WsInverseTiles {
   float (*m)[kLdF];
   float (*x)[kLdF];
