@@ -17,9 +17,10 @@
 #              (scripts/tool_chunked_check.py), and the oracle against the
 #              transformers Qwen3-Next functions (scripts/oracle_vs_transformers.py);
 #   python     the package built there (pip, in the background from the start), then
-#              scripts/python_gpu_check.py, scripts/hf_layer_check.py and
-#              bench/bench_binding_overhead.py (PYTHON_CHECKS="a.py --x;b.py" picks others;
-#              PYTHON_CHECK_S seconds each, default 300);
+#              bench/bench_binding_overhead.py, scripts/hf_layer_check.py and
+#              scripts/python_gpu_check.py, the quickest first (the last compiles the peer's
+#              kernels for 32 shapes unless the Triton cache is warm; PYTHON_CHECKS="a.py --x;b.py"
+#              picks others; PYTHON_CHECK_S seconds each, default 300);
 #   decode     (not in the default list) bench/bench_decode.py on DECODE_CASES (a regular expression,
 #              default B = 1 to 1024 vk and serving) for the packed build and every --add-lib
 #              build (DECODE_LIBS picks them), alternating, DECODE_REPEATS times (default 2), the
@@ -190,7 +191,7 @@ if has python; then
   note "== python build: rc=$(cat "$P/build.rc" 2>/dev/null || echo '?') ($(elapsed))"
   tail -n 20 "$P/build.log" >> "$SUMMARY"
   export PYTHONPATH=/tmp/gdn-py:/tmp/site
-  IFS=';' read -ra CHECKS <<< "${PYTHON_CHECKS:-scripts/python_gpu_check.py;scripts/hf_layer_check.py --tokens 64;bench/bench_binding_overhead.py}"
+  IFS=';' read -ra CHECKS <<< "${PYTHON_CHECKS:-bench/bench_binding_overhead.py;scripts/hf_layer_check.py --tokens 64;scripts/python_gpu_check.py}"
   for s in "${CHECKS[@]}"; do
     log=$P/$(basename "${s%% *}" .py).log
     timeout "${PYTHON_CHECK_S:-300}" python3 $s > "$log" 2>&1
