@@ -645,13 +645,10 @@ constexpr int kLowerBlocks = (kC / 16) * (kC / 16 + 1) / 2;
 // layout (with core-matrix tiles, its blocks above the diagonal are the kernel's to zero:
 // wgmma reads them).
 // Every pair's operands are read first (a column pair's x, beta, G and rk as one 8-byte load
-// each; then after_loads()), then formed and stored: read pair by pair, each pair's loads waited behind the stores
+// each), then formed and stored: read pair by pair, each pair's loads waited behind the stores
 // before them (the fused kernel's SASS), five latency chains in a row.
-struct NoHook {
-  __device__ __forceinline__ void operator()() const {}
-};
-template <class M, class L = PaddedTiles, class Sm, class AfterLoads = NoHook>
-__device__ __forceinline__ void gate_inverse(Sm& s, int tid, AfterLoads&& after_loads = NoHook{}) {
+template <class M, class L = PaddedTiles, class Sm>
+__device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
   static_assert(kLowerBlocks == 10 && kThreads == 256, "two blocks of 128 pairs a step (one a warpgroup), five steps");
   static_assert(kLdF % 2 == 0 && offsetof(Sm, x) % 8 == 0 && offsetof(Sm, G) % 8 == 0 &&
                     offsetof(Sm, beta) % 8 == 0 && offsetof(Sm, rk) % 8 == 0,
@@ -674,7 +671,6 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid, AfterLoads&& after_
     g2[n] = *reinterpret_cast<const float2*>(&s.G[j]);
     k2[n] = *reinterpret_cast<const float2*>(&s.rk[j]);
   }
-  after_loads();  // every operand read (the warp-specialised kernel hands X back here)
 #pragma unroll
   for (int n = 0; n < kSteps; ++n) {
     const int bi = wg ? kBi[2 * n + 1] : kBi[2 * n], bj = wg ? kBj[2 * n + 1] : kBj[2 * n];
