@@ -148,7 +148,7 @@ if has chunked; then
   for d in $( [ -n "${CHUNKED_SANITIZE-lib}" ] && builds "${CHUNKED_SANITIZE-lib}"); do
     name=$(basename "$d")
     for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm" \
-                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Chunked/Oracle.MatchesOracle/ckpt_pool_packed_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates"; do
+                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Chunked/Oracle.MatchesOracle/ckpt_pool_packed_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates:Range.*"; do
       tool=${spec%%:*} filter=${spec#*:}
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         --print-limit 20 "$BIN/cuda_chunked_test" --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool-$name.log" 2>&1

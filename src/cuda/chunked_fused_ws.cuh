@@ -6,15 +6,21 @@
 //     outputs, the state update, o;
 //   - the preparation, warps 8..11 (one warpgroup): the next chunks' gates and row norms, Kc Kc^T
 //     with its epilogue (m) and X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as
-//     f32 sums on CUDA cores: as 3xTF32 products they waited on the tensor pipe behind the
-//     chain's wgmma), then Qc Kc^T with its epilogue (P into a slot), while the chain works on
+//     f16 products on mma.sync), then Qc Kc^T with its epilogue (P into a slot, in f16), while the chain works on
 //     an earlier chunk. Chunk c's inverse waits only for its Kc (issued early in the chain's
 //     chunk c - 2), and only its P for its q (issued at that chunk's end), so the preparation
 //     may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 184 a thread for the chain (the
-// state, D, O and A fragments), 136 for the preparation; neither spills.
+// state, D, O and A fragments), 136 for the preparation.
+// Precision: the products of two computed operands are f16 (S (-W)^T, D^T P^T and the inverse's
+// merges: 11 significant bits, one product each), those with an input tile keep M's type (S
+// Qc^T with S rounded once; U with T and the state update with D as hi + lo pairs). The f16
+// operands keep their range by power-of-two exponents (chunked_range.cuh). f64 emulation of
+// the chunked form with these roundings (the same inputs): o as with bf16 hi + lo pairs there
+// (1.69e-3 against 1.67e-3 with decay, 2.6e-3 against 2.8e-3 without; o's own bf16 rounding is
+// 1.66e-3), the state without decay 1.2e-3 against 1.6e-3.
 //
-// Shared memory (WsSmem, about 221 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
+// Shared memory (WsSmem, about 216 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
 // in two slots (chunk c's read by the chain while chunk c + 1's are written), the row norms in
 // four and the gates in eight (kGateGroup), all read by the chain in place; m and X in two
 // buffers (chunk c's m, then its X over it in place, in buffer c & 1). Kc and Vc trade buffers
@@ -36,7 +42,8 @@
 // 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel; the gates four
 // chunks at a time (twentieth session) 0.810 -> 0.785 on 4 x 8192; the in-place inverse, the
 // balanced epilogues, P after the merges and the gates read in place (twenty-first) 0.786 ->
-// 0.776. Nsight Compute (twenty-first session): the chain waits about 0.55 us a step for the
+// 0.776; the f16 products and merges (twenty-second) 0.774 -> 0.667. Nsight Compute
+// (twenty-first session): the chain waits about 0.55 us a step for the
 // preparation, and the preparation at times for the chain; the step (6.1 us) is the chain's own
 // work, slower beside the preparation than alone.
 #pragma once
@@ -68,7 +75,6 @@ struct WsSmem {
                                // o [C, V] is staged in Kc's)
   WsHalfPair p_slot[2];        // [C, C] P = Mask o (Qn Kn^T) of chunk c in slot c & 1
   WsHalfPair t;                // [C, C] T (the chain's; blocks above the diagonal zeroed once)
-  float merge[32][kLdMerge];   // the inverse's merge scratch (the preparation's)
   uint16_t xw[kC][kLdCC];      // [C, C] X diag(beta rk) (the chain's)
   float mx[2][kC][kLdF];       // [C, C] chunk c's strictly lower m = diag(beta) Kn Kn^T, then in
                                // place its X = (I + m)^-1 (read by the chain), in buffer c & 1
@@ -78,6 +84,8 @@ struct WsSmem {
   // 1 / ||k_t|| (1 without qk_l2norm) in slot c % kNormSlots: the chain reads them there
   float G_s[kGateSlots][kC], beta_s[kGateSlots][kC];
   float rq_s[kNormSlots][kC], rk_s[kNormSlots][kC];
+  float p_max[2][4];  // the preparing warps' largest |P| of chunk c (slot c & 1), when checked
+  int p_exp[2];       // pi: P slot c & 1 holds 2^-pi P (chunked_range.cuh; 0 unless P left f16's range)
   uint64_t q_full[2], k_full[2], v_full[2];  // TMA: chunk c's q / Kc / Vc have landed (c & 1)
 };
 // wgmma_minus_w_new_values' view of the chunk's tiles, Kc and Vc in their buffers of the chunk
@@ -96,7 +104,6 @@ struct WsMinusWTiles {
 struct WsInverseTiles {
   float (*m)[kLdF];
   float (*x)[kLdF];
-  float (*merge)[kLdMerge];
 };
 struct WsGateInverseTiles {
   const float (*x)[kLdF];
@@ -115,7 +122,7 @@ static_assert(kWsSmemBytes <= 227 * 1024, "one Hopper block's shared memory");
 static_assert(offsetof(WsSmem, mx) % 16 == 0 && sizeof(float[kC][kLdF]) % 16 == 0 && offsetof(WsSmem, t) % 16 == 0 &&
                   offsetof(WsSmem, p_slot) % 16 == 0 && offsetof(WsSmem, w_neg) % 16 == 0 &&
                   offsetof(WsSmem, G_s) % 8 == 0 && offsetof(WsSmem, beta_s) % 8 == 0 &&
-                  offsetof(WsSmem, rk_s) % 8 == 0 &&
+                  offsetof(WsSmem, rk_s) % 8 == 0 && offsetof(WsSmem, p_max) % 16 == 0 &&
                   sizeof(uint16_t[kC][kK]) % 1024 == 0 &&
                   offsetof(WsSmem, q_full) % 8 == 0,
               "f32 tiles take float4 and gate rows float2 accesses; q, k, v at 1024-byte boundaries");
@@ -189,66 +196,88 @@ __device__ __forceinline__ void row_norms_warpgroup(const uint16_t* tile, float*
   }
 }
 
-// acc[r][0..3] += sum over k in [0, kK) of A[r][k] B[k][0..3], r < kRows, k ascending (f32 in
-// shared memory; A's rows lda floats apart from a, B's ldb from b, 16-byte aligned).
-template <int kRows, int kK>
-__device__ __forceinline__ void rows_times_block(float (&acc)[kRows][4], const float* a, int lda, const float* b,
-                                                 int ldb) {
+// mma.m16n8k16 fragments (f16) of f32 tiles in shared memory, each value rounded to f16: A, a
+// 16 x 16 block from `a` (rows ld floats apart); B, a 16 x 8 block B[k][n] = b[k ld + n].
+__device__ __forceinline__ void a_fragment_f32(const float* a, int ld, int lane, uint32_t (&frag)[4]) {
+  const int g = lane >> 2, q = lane & 3;
 #pragma unroll
-  for (int k4 = 0; k4 < kK; k4 += 4) {
-    float av[kRows][4];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float4 a4 = *reinterpret_cast<const float4*>(a + r * lda + k4);
-      av[r][0] = a4.x, av[r][1] = a4.y, av[r][2] = a4.z, av[r][3] = a4.w;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float4 b4 = *reinterpret_cast<const float4*>(b + (k4 + e) * ldb);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        acc[r][0] += av[r][e] * b4.x, acc[r][1] += av[r][e] * b4.y, acc[r][2] += av[r][e] * b4.z,
-            acc[r][3] += av[r][e] * b4.w;
-    }
+  for (int r = 0; r < 4; ++r) {
+    const float2 v = *reinterpret_cast<const float2*>(a + (g + 8 * (r & 1)) * ld + 2 * q + 8 * (r >> 1));
+    frag[r] = MmaF16::pack(v.x, v.y);
   }
 }
-// acc's rows, times sign, to rows ld floats apart from `to` (16-byte aligned).
-template <int kRows>
-__device__ __forceinline__ void store_rows(float* to, int ld, const float (&acc)[kRows][4], float sign) {
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-    *reinterpret_cast<float4*>(to + r * ld) = make_float4(sign * acc[r][0], sign * acc[r][1], sign * acc[r][2], sign * acc[r][3]);
+__device__ __forceinline__ void b_fragment_f32(const float* b, int ld, int lane, uint32_t& b0, uint32_t& b1) {
+  const int g = lane >> 2, q = lane & 3;
+  b0 = MmaF16::pack(b[(2 * q) * ld + g], b[(2 * q + 1) * ld + g]);
+  b1 = MmaF16::pack(b[(2 * q + 8) * ld + g], b[(2 * q + 9) * ld + g]);
+}
+// -z (m16n8 accumulators) to the 16 x 8 block at `to` (rows ld floats apart).
+__device__ __forceinline__ void store_negated(float* to, int ld, int lane, const float (&z)[4]) {
+  const int g = lane >> 2, q = lane & 3;
+  *reinterpret_cast<float2*>(to + g * ld + 2 * q) = make_float2(-z[0], -z[1]);
+  *reinterpret_cast<float2*>(to + (g + 8) * ld + 2 * q) = make_float2(-z[2], -z[3]);
 }
 
-// The inverse's merges (merge_inverse_blocks' sums) on CUDA cores in f32, by one warpgroup (w =
-// 0..3): beside the chain's wgmma, the 3xTF32 mma.sync merges waited on the tensor pipe ("math"
-// stalls: about half the preparing warps' time, Nsight Compute). Each sum runs over the whole
-// block (X's blocks above the diagonal are zeros: invert_diagonal_blocks), so the loops are the
-// same in every lane. Y passes through the merge scratch; sync() is the warpgroup's barrier.
-//   X_ij = -X_ii (m_ij X_jj)   (i, j) = (1, 0), (3, 2)   16 x 16: thread a row, 4 columns
-//   X_BA = -X_BB (m_BA X_AA)   A = [0, 32), B = [32, 64) 32 x 32: thread 2 rows, 4 columns
+// The inverse's merges on tensor cores in f16 (mma.sync, f32 accumulators), by one warpgroup (w
+// = 0..3), m and X in the same buffer (X formed over m in place): each merge reads its m block
+// first, and a barrier (sync(), the warpgroup's) separates those reads from the stores of X over
+// it. The operands are rounded to f16 (X's entries are at most 1 in magnitude, m's beta_i kn_i .
+// kn_j): f64 emulation of the whole chunked form, o and the state unchanged to four digits
+// against f32 merges. As f32 sums on CUDA cores they took about a third of the preparation's time
+// (short-scoreboard bound on their shared loads, Nsight Compute); as 3xTF32 products they
+// waited on the tensor pipe behind the chain's wgmma, at six times today's products.
+//   X_ij = -(X_ii m_ij) X_jj   (i, j) = (1, 0), (3, 2)   16 x 16: warps 2 pm, 2 pm + 1, one n-tile each
+//   X_BA = -(X_BB m_BA) X_AA   A = [0, 32), B = [32, 64) 32 x 32: warp w rows 16 (w >> 1), columns 16 (w & 1)
+// (the left product X_ii m_ij in registers becomes the A operand of the right one).
 template <class Sm, class Sync>
-__device__ __forceinline__ void merge_inverse_blocks_f32(Sm& s, int w, int lane, Sync&& sync) {
+__device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane, Sync&& sync) {
   {
-    const int pm = w >> 1, i = 8 * (w & 1) + (lane >> 2), j = 4 * (lane & 3);
+    const int pm = w >> 1, half = w & 1;
     const int i0 = 32 * pm + 16, j0 = 32 * pm;
-    float y[1][4] = {};
-    rows_times_block<1, 16>(y, &s.m[i0 + i][j0], kLdF, &s.x[j0][j0 + j], kLdF);
-    store_rows(&s.merge[16 * pm + i][j], kLdMerge, y, 1.f);
-    sync();
-    float z[1][4] = {};
-    rows_times_block<1, 16>(z, &s.x[i0 + i][i0], kLdF, &s.merge[16 * pm][j], kLdMerge);
-    store_rows(&s.x[i0 + i][j0 + j], kLdF, z, -1.f);
+    float y[2][4] = {};  // X_ii m_ij, [16, 16]
+    uint32_t a[4], b0, b1;
+    a_fragment_f32(&s.x[i0][i0], kLdF, lane, a);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      b_fragment_f32(&s.m[i0][j0 + 8 * t], kLdF, lane, b0, b1);
+      MmaF16::mma(y[t], a, b0, b1);
+    }
+    sync();  // m_ij read
+    float z[4] = {};
+    acc_to_a<MmaF16>(y, 0, a);
+    b_fragment_f32(&s.x[j0][j0 + 8 * half], kLdF, lane, b0, b1);
+    MmaF16::mma(z, a, b0, b1);
+    store_negated(&s.x[i0][j0 + 8 * half], kLdF, lane, z);
   }
-  sync();
-  const int i = 8 * w + 2 * (lane >> 3), j = 4 * (lane & 7);
-  float y[2][4] = {};
-  rows_times_block<2, 32>(y, &s.m[32 + i][0], kLdF, &s.x[0][j], kLdF);
-  store_rows(&s.merge[i][j], kLdMerge, y, 1.f);
-  sync();
+  sync();  // X_AA and X_BB complete
+  const int r0 = 32 + 16 * (w >> 1), c0 = 16 * (w & 1);
+  float y[4][4] = {};  // rows [r0, +16) of X_BB m_BA, [16, 32]
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    uint32_t a[4];
+    a_fragment_f32(&s.x[r0][32 + 16 * ks], kLdF, lane, a);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      uint32_t b0, b1;
+      b_fragment_f32(&s.m[32 + 16 * ks][8 * t], kLdF, lane, b0, b1);
+      MmaF16::mma(y[t], a, b0, b1);
+    }
+  }
+  sync();  // m_BA read
   float z[2][4] = {};
-  rows_times_block<2, 32>(z, &s.x[32 + i][32], kLdF, &s.merge[0][j], kLdMerge);
-  store_rows(&s.x[32 + i][j], kLdF, z, -1.f);
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    uint32_t a[4];
+    acc_to_a<MmaF16>(y, ks, a);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      uint32_t b0, b1;
+      b_fragment_f32(&s.x[16 * ks][c0 + 8 * t], kLdF, lane, b0, b1);
+      MmaF16::mma(z[t], a, b0, b1);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < 2; ++t) store_negated(&s.x[r0][c0 + 8 * t], kLdF, lane, z[t]);
 }
 }  // namespace ws
 #endif
@@ -308,6 +337,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   if (!p.l2norm && tid < kC)
     for (int b = 0; b < kNormSlots; ++b) s.rq_s[b][tid] = s.rk_s[b][tid] = 1.f;
+  if (tid < 2) s.p_exp[tid] = 0;
   {  // T's blocks above the diagonal: zeros for the whole sequence (gate_inverse writes the rest)
     constexpr int kPieces = int(sizeof(WsHalfPair) / sizeof(uint4));
     uint4* t = reinterpret_cast<uint4*>(&s.t);
@@ -340,6 +370,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     ws::registers_down<kWsPrepRegs>();
     const int w = warp - kWarps, ptid = tid - kWsChainThreads;
     const auto prep_sync = [] { named_barrier(ws::kBarPrep, kWsPrepThreads); };
+    // P's range is checked unless the norms bound it: |P| <= |scale| with qk_l2norm
+    const bool check_p = !(p.l2norm && fabsf(p.scale) <= 1.f && fabsf(p.scale) >= 1.f / 256.f);
     RawGates raw;  // warp w: the raw gates of chunk w of the next group
     if (w < chunks) raw = load_raw_gates(p, n, sq, h, w, lane);
     for (int64_t c = 0; c < chunks; ++c) {
@@ -390,25 +422,44 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (w >= 2)
         store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
       __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
-      WsInverseTiles inverse{s.mx[buf], s.mx[buf], s.merge};
+      WsInverseTiles inverse{s.mx[buf], s.mx[buf]};
       invert_diagonal_blocks<true>(inverse, w, lane);
       if (by_tma(c)) mbarrier_wait(&s.q_full[buf], parity(c));
       ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
       ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
       if (p.l2norm) ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
       prep_sync();  // every diagonal block (and the query norms)
-      ws::merge_inverse_blocks_f32(inverse, w, lane, prep_sync);
+      ws::merge_inverse_blocks_mma(inverse, w, lane, prep_sync);
       wgmma_wait<0>();
       uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
-      uint16_t* p_lo = &s.p_slot[buf].lo[0][0];
-      store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p.scale);
-      if (w < 2)
-        store_key_block<M, CoreTiles, false, true>(s.mx[buf], p_hi, p_lo, 32 + 16 * w, 32, lane, qk[1], qk[1], G, beta, rq, rk, p.scale);
+      const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale
+        store_key_block<M, CoreTiles, false, true, true>(s.mx[buf], p_hi, nullptr, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p_scale, absmax);
+        if (w < 2)
+          store_key_block<M, CoreTiles, false, true, true>(s.mx[buf], p_hi, nullptr, 32 + 16 * w, 32, lane, qk[1], qk[1], G, beta, rq, rk, p_scale, absmax);
+      };
+      float p_absmax = 0.f;
+      store_p(p.scale, &p_absmax);
+      if (check_p) {
+        p_absmax = warp_max(p_absmax);
+        if (lane == 0) s.p_max[buf][w] = p_absmax;
+      }
       fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, Kc -> the TMA refills
       // (a barrier of the warpgroup first: compute-sanitizer's racecheck reported the merge's last
       // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
       // with a CTA fence before the arrival or without one)
       prep_sync();
+      if (check_p) {  // P's exponent (the slot's last reader, chunk c - 2's staging, is done: above)
+        const float4 pm = *reinterpret_cast<const float4*>(s.p_max[buf]);
+        const float m = fmaxf(fmaxf(pm.x, pm.y), fmaxf(pm.z, pm.w));
+        const int pi = m >= kValuesHigh || (m > 0.f && m < kPLow) ? max(exponent_of(m) - kPTarget, -100) : 0;
+        if (pi != 0) {  // (warpgroup-uniform) P again, at 2^-pi
+          float unused = 0.f;
+          store_p(p.scale * pow2(-pi), &unused);
+          fence_shared_for_wgmma();
+          prep_sync();
+        }
+        if (ptid == 0) s.p_exp[buf] = pi;
+      }
       // (chunk c's arrival follows its q, issued at the chain's chunk c - 2 end, from where the
       // chain goes straight to its wait for chunk c - 1: the arrivals and waits alternate)
       ws::arrive(ws::kBarPrepared);
@@ -420,7 +471,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   ws::registers_up<kWsChainRegs>();
   const int g = lane >> 2, q = lane & 3;
   const auto chain_sync = [] { named_barrier(ws::kBarChain, kWsChainThreads); };
-  float S[16][4];  // the state's rows [16 warp, +16), all K columns
+  float S[16][4];  // the state's rows [16 warp, +16), all K columns, times 2^-sigma
+  int sigma = 0;   // (the warp's: chunked_range.cuh)
   load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
   int64_t next_checkpoint = kCheckpoints ? first_checkpoint_chunk(p, 0) : -1;
   for (int64_t c = 0; c < chunks; ++c) {
@@ -431,8 +483,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint16_t* k_tile = k_tile_of(c);
     uint16_t* v_tile = v_tile_of(c);
     uint16_t* q_tile = &s.q[buf][0][0];
+    keep_state_in_range(S, sigma);  // (the last chunk's state update is complete)
     // Chunk c prepared.
     ws::wait(ws::kBarPrepared);
+    const int pi = s.p_exp[buf];  // P slot buf holds 2^-pi P
     if (by_tma(c)) {  // (complete: q, Kc for this thread too)
       mbarrier_wait(&s.q_full[buf], parity(c));
       mbarrier_wait(&s.k_full[buf], parity(c));
@@ -449,7 +503,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     gate_inverse<M, CoreTiles>(gi, tid);
     if (tid < kC) {  // o's scale folded into q_f (and P): o = scale (O diag(q_f) + D^T P^T)
       const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, G, rq, rk};
-      s.q_f[tid] = output_factor<false>(own, tid) * p.scale;
+      s.q_f[tid] = output_factor<false>(own, tid) * (p.scale * pow2(-pi));
       s.k_f[tid] = state_factor<false>(own, G[kC - 1], tid);
     }
     fence_shared_for_wgmma();  // T -> wgmma
@@ -471,8 +525,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     {
       const WsMinusWTiles view{reinterpret_cast<const uint16_t(*)[kC][kK]>(k_tile),
                                reinterpret_cast<const uint16_t(*)[kC][kV]>(v_tile), s.xw, s.t, G, s.w_neg};
-      wgmma_minus_w_new_values<M>(view, 0, warp, lane, D);
+      wgmma_minus_w_new_values<M, const WsMinusWTiles, MmaF16>(view, 0, warp, lane, D);
     }
+    if (sigma != 0) scale_tiles(D, pow2(-sigma));  // U in the state's units
     fence_shared_for_wgmma();  // -W -> the chain's wgmma; this thread's reads of Vc -> the TMA refill
     chain_sync();
     if (copier && c + 2 < chunks && by_tma(c + 2)) tma_k(c + 2);  // into Vc's buffer: U has read it
@@ -482,15 +537,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
-    wgmma_chain_outputs<M, true, 4>(ct, lane, S, D, O, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
+    wgmma_chain_outputs_half<M, 4>(ct, lane, S, D, O, sigma, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
     wgmma_wait<0>();  // the state update has read Kc
     if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
+      if (sigma != 0) scale_tiles(S, pow2(sigma));
       store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q, checkpoint_slot(p, n, sq, c));
+      if (sigma != 0) scale_tiles(S, pow2(-sigma));
       next_checkpoint += checkpoint_every_chunks(p);
     }
     chain_sync();  // both warpgroups' state updates have read Kc: o staged there
     uint16_t* o_stage = k_tile;
     const bool box_store = rows == kC || !p.cu_seqlens;
+    if (sigma + pi != 0) scale_tiles(O, pow2(sigma + pi));
     stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
     fence_shared_for_wgmma();  // o -> the TMA store; this thread's reads of q -> the TMA refill
     chain_sync();  // o staged; q and P slot buf read
@@ -512,7 +570,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
   }
   if (copier) bulk_wait_all<false>();  // the last chunks' o written before the CTA ends
-  if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+  if (p.ht.p) {
+    if (sigma != 0) scale_tiles(S, pow2(sigma));
+    store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+  }
 #endif
 }
 

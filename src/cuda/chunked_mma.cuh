@@ -90,6 +90,16 @@ __device__ __forceinline__ void acc_to_a_split(const float (&acc)[kTiles][4], in
   split_pair<M>(acc[2 * s + 1][2], acc[2 * s + 1][3], hi[3], lo[3]);
 }
 
+// The A fragment of k-step s of a 16 x N accumulator block `acc` (its tiles 2s, 2s+1), each value
+// rounded once to M's type.
+template <class M, int kTiles>
+__device__ __forceinline__ void acc_to_a(const float (&acc)[kTiles][4], int s, uint32_t (&a)[4]) {
+  a[0] = M::pack(acc[2 * s][0], acc[2 * s][1]);
+  a[1] = M::pack(acc[2 * s][2], acc[2 * s][3]);
+  a[2] = M::pack(acc[2 * s + 1][0], acc[2 * s + 1][1]);
+  a[3] = M::pack(acc[2 * s + 1][2], acc[2 * s + 1][3]);
+}
+
 // ---- tf32 products of f32 tiles (the inverse's block merges)
 //
 // Fragments of mma.m16n8k8 with tf32 operands (one f32 register each):

@@ -458,12 +458,14 @@ __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t*
 // beta and norms rq, rk: m (kGram, f32) = beta_i kn_i . kn_j below the diagonal, 0 on and above
 // it; P (kQueryKey, hi + lo in L::P's layout) = Mask o (qn_i . kn_j) times p_scale (the fused
 // kernel folds o's scale into P and q_f), 0 above the diagonal. The warp-specialised kernel
-// forms them apart (kGram or kQueryKey alone), the others together.
-template <class M, class L, bool kGram, bool kQueryKey>
+// forms them apart (kGram or kQueryKey alone), the others together. kPHalf (the warp-specialised
+// kernel): P as one f16 value to p_hi (p_lo not written), and *p_absmax raised to the largest
+// |P| the thread stored.
+template <class M, class L, bool kGram, bool kQueryKey, bool kPHalf = false>
 __device__ __forceinline__ void store_key_block(float (*m)[kLdF], uint16_t* p_hi, uint16_t* p_lo, int i0, int j0,
                                                 int lane, const float (&kk)[4][4], const float (&qk)[4][4],
                                                 const float* G, const float* beta, const float* rq, const float* rk,
-                                                float p_scale) {
+                                                float p_scale, float* p_absmax = nullptr) {
   const int g = lane >> 2, q = lane & 3;
   // every gate and norm the block needs, read before its first store (the compiler cannot
   // tell that the stores do not write them, so read row by row they waited behind the stores)
@@ -500,7 +502,10 @@ __device__ __forceinline__ void store_key_block(float (*m)[kLdF], uint16_t* p_hi
         }
       }
       if constexpr (kGram) *reinterpret_cast<float2*>(&m[i][j]) = make_float2(mv[0], mv[1]);
-      if constexpr (kQueryKey) {
+      if constexpr (kQueryKey && kPHalf) {
+        *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = MmaF16::pack(pv[0], pv[1]);
+        *p_absmax = fmaxf(*p_absmax, fmaxf(fabsf(pv[0]), fabsf(pv[1])));
+      } else if constexpr (kQueryKey) {
         uint32_t hi, lo;
         split_pair<M>(pv[0], pv[1], hi, lo);
         *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = hi;

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "cuda/chunked_mma.cuh"
+#include "cuda/chunked_range.cuh"
 #include "cuda/chunked_steps.cuh"
 #include "cuda/chunked_tile.h"
 
@@ -200,8 +201,9 @@ __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int la
 // memory: Kc MN-major (its 64-column half wg), T K-major in CoreTiles::T (its blocks above the
 // diagonal written as zeros by gate_inverse). -W goes to w_neg in CoreTiles::W's layout; D^T
 // stays in the accumulators the chain takes. Kc, Vc and T must be visible to wgmma (fenced by
-// their writers, then a barrier).
-template <class M, class Sm>
+// their writers, then a barrier). WM: -W's type (the warp-specialised kernel's is f16, for its
+// f16 S (-W)^T).
+template <class M, class Sm, class WM = M>
 __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int warp, int lane, float (&D)[8][4]) {
   const int g = lane >> 2, q = lane & 3, wg = warp >> 2, wr = warp & 3;
   const uint16_t* k_half = &s.k[buf][0][0] + wg * (kC * 64);  // Kc's key columns [64 wg, +64)
@@ -242,7 +244,7 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 #pragma unroll
     for (int t = 0; t < 8; ++t)
       *reinterpret_cast<uint32_t*>(w_tile + at_split<CoreTiles::W>(g, 2 * q, i - g, 64 * wg + 8 * t)) =
-          M::pack(ng[hr] * W[t][2 * hr], ng[hr] * W[t][2 * hr + 1]);
+          WM::pack(ng[hr] * W[t][2 * hr], ng[hr] * W[t][2 * hr + 1]);
   }
 }
 
@@ -320,6 +322,57 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
   } else {
     then_issue();
   }
+}
+
+// wgmma_chain_outputs in the warp-specialised kernel's precision (chunked_range.cuh): the
+// products of two computed operands in f16, one product each,
+//   D^T += S (-W)^T     S and -W in f16            O^T = S Qc^T   (S in M's type, as before)
+//   O^T  = O^T diag(q_f) + D^T P^T                 D and P in f16
+// with the warp's S, D and O at 2^-sigma times their values: D brought below f16's limit before
+// its product (keep_values_in_range), so sigma may grow here. -W and P in f16 (WM, kPHalf).
+// Otherwise as wgmma_chain_outputs (then_issue, kLeftInFlight).
+template <class M, int kLeftInFlight = 0, class ThenIssue = NoWork>
+__device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, int lane, float (&S)[16][4],
+                                                         float (&D)[8][4], float (&O)[8][4], int& sigma,
+                                                         ThenIssue&& then_issue = NoWork{}) {
+  constexpr bool kSame = std::is_same_v<M, MmaF16>;  // f16 inputs: one fragment serves both
+  const int q = lane & 3;
+  uint32_t a[2][2][4];  // k-step parity; S in f16, S in M's type
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    if (ks >= 2) wgmma_wait<1>();
+    acc_to_a<MmaF16>(S, ks, a[ks & 1][0]);
+    if constexpr (!kSame) acc_to_a<M>(S, ks, a[ks & 1][1]);
+    wgmma_fence();
+    const uint64_t wd = k_major_desc<kK>(ct.w_neg, 16 * ks);
+    const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
+    wgmma_64<MmaF16>(D, a[ks & 1][0], wd);
+    if (ks == 0)
+      wgmma_64<M, false>(O, a[ks & 1][kSame ? 0 : 1], qd);  // O^T's first sums: no zeroing moves
+    else
+      wgmma_64<M>(O, a[ks & 1][kSame ? 0 : 1], qd);
+    wgmma_commit();
+  }
+  float2 qf[8];  // the output factors of the lane's token columns, read while the products run
+#pragma unroll
+  for (int t = 0; t < 8; ++t) qf[t] = *reinterpret_cast<const float2*>(&ct.q_f[8 * t + 2 * q]);
+  wgmma_wait<0>();
+  keep_values_in_range(S, D, O, sigma);
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    O[t][0] *= qf[t].x, O[t][2] *= qf[t].x;
+    O[t][1] *= qf[t].y, O[t][3] *= qf[t].y;
+  }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
+    if (ks >= 2) wgmma_wait<1>();
+    acc_to_a<MmaF16>(D, ks, a[ks & 1][0]);
+    wgmma_fence();
+    wgmma_64<MmaF16>(O, a[ks & 1][0], k_major_desc<kC>(ct.p_hi, 16 * ks));
+    wgmma_commit();
+  }
+  then_issue();
+  wgmma_wait<kLeftInFlight>();
 }
 
 // gamma_C, the chunk's decay of the state: formed by the caller before wgmma_chain_outputs, so
