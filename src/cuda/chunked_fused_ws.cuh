@@ -25,8 +25,8 @@
 // four and the gates in eight (kGateGroup), all read by the chain in place; m and X in two
 // buffers (chunk c's m, then its X over it in place, in buffer c & 1). Kc and Vc trade buffers
 // every two chunks, so chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products
-// have read it; o is staged in Kc's buffer once the state update has read it, and chunk c + 2's
-// Vc lands there once that o is read out.
+// have read it, and chunk c + 2's Vc lands in chunk c's Kc buffer once the state update has read
+// it; o has a staging tile of its own, written while the state update runs.
 //
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
@@ -34,9 +34,9 @@
 //   kBarChunkDone+b  chain -> preparation   chunk c done (b = c & 1), before the preparation
 //                                           copies chunk c + 2's q and Kc by cp.async
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
-// (once chunk c - 2's o is read out) by TMA, each on its own mbarrier, issued by one thread of
-// the chain; a packed sequence's partial last chunk by cp.async instead (q and Kc by the
-// preparing warps, Vc by the chain's), as in the one-role kernel.
+// (early in chunk c - 1, into chunk c - 2's Kc buffer) by TMA, each on its own mbarrier, issued
+// by one thread of the chain; a packed sequence's partial last chunk by cp.async instead (q and
+// Kc by the preparing warps, Vc by the chain's), as in the one-role kernel.
 //
 // Measured (H200, the same run; docs/NOTES.md, nineteenth session): 4 x 8192 0.827 -> 0.805 ms,
 // 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel; the gates four
@@ -71,9 +71,9 @@ inline constexpr int kNormSlots = 4;
 struct WsSmem {
   uint16_t q[2][kC][kK];       // [C, K] query rows of the chunk (Swizzle128At)
   uint16_t k[2][kC][kK];       // [C, K] key rows
-  uint16_t v[2][kC][kV];       // [C, V] value rows (Kc and Vc trade these two every two chunks;
-                               // o [C, V] is staged in Kc's)
-  WsHalfPair p_slot[2];        // [C, C] P = Mask o (Qn Kn^T) of chunk c in slot c & 1
+  uint16_t v[2][kC][kV];       // [C, V] value rows (Kc and Vc trade these two every two chunks)
+  uint16_t o_stage[kC][kV];    // [C, V] o of the chunk (Swizzle128At), for the TMA store
+  uint16_t p_slot[2][kC][kC];  // [C, C] P = Mask o (Qn Kn^T) of chunk c in slot c & 1 (f16)
   WsHalfPair t;                // [C, C] T (the chain's; blocks above the diagonal zeroed once)
   uint16_t xw[kC][kLdCC];      // [C, C] X diag(beta rk) (the chain's)
   float mx[2][kC][kLdF];       // [C, C] chunk c's strictly lower m = diag(beta) Kn Kn^T, then in
@@ -120,7 +120,7 @@ struct WsGateInverseTiles {
 inline constexpr size_t kWsSmemBytes = sizeof(WsSmem) + 1024;  // from the first 1024-byte boundary
 static_assert(kWsSmemBytes <= 227 * 1024, "one Hopper block's shared memory");
 static_assert(offsetof(WsSmem, mx) % 16 == 0 && sizeof(float[kC][kLdF]) % 16 == 0 && offsetof(WsSmem, t) % 16 == 0 &&
-                  offsetof(WsSmem, p_slot) % 16 == 0 && offsetof(WsSmem, w_neg) % 16 == 0 &&
+                  offsetof(WsSmem, p_slot) % 16 == 0 && offsetof(WsSmem, o_stage) % 1024 == 0 && offsetof(WsSmem, w_neg) % 16 == 0 &&
                   offsetof(WsSmem, G_s) % 8 == 0 && offsetof(WsSmem, beta_s) % 8 == 0 &&
                   offsetof(WsSmem, rk_s) % 8 == 0 && offsetof(WsSmem, p_max) % 16 == 0 &&
                   sizeof(uint16_t[kC][kK]) % 1024 == 0 &&
@@ -307,8 +307,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // Chunk c's tiles: q in q[c & 1]; Kc and Vc in k[c & 1] and v[c & 1], which trade places every
   // two chunks, so that chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products
   // have read it (early in the chain's chunk c) and the preparation of chunk c + 2 need not wait
-  // for chunk c's end. Chunk c's o is staged in its Kc buffer once the state update has read it;
-  // chunk c + 2's Vc lands there once the o is read out, chunk c + 2's q at chunk c's end.
+  // for chunk c's end. Chunk c + 2's Vc lands in chunk c's Kc buffer once chunk c's state update
+  // has read it, chunk c + 2's q at chunk c's end.
   const auto k_tile_of = [&](int64_t c) -> uint16_t* {
     return ((c >> 1) & 1) ? &s.v[c & 1][0][0] : &s.k[c & 1][0][0];
   };
@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   if (warp >= kWarps) {  // P's block AB (rows [0, 32), columns [32, 64)): zeros in both slots
     const int w = warp - kWarps;
-    store_zero_p<CoreTiles>(16 * (w & 1), 32, lane, &s.p_slot[w >> 1].hi[0][0], &s.p_slot[w >> 1].lo[0][0]);
+    store_zero_p<CoreTiles>(16 * (w & 1), 32, lane, &s.p_slot[w >> 1][0][0], &s.p_slot[w >> 1][0][0]);
   }
   __syncthreads();  // the mbarriers initialised before any copy completes on them
   // Chunks 0 and 1: q, Kc, Vc issued now (by TMA, or Vc by the chain's threads; the preparing
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       prep_sync();  // every diagonal block (and the query norms)
       ws::merge_inverse_blocks_mma(inverse, w, lane, prep_sync);
       wgmma_wait<0>();
-      uint16_t* p_hi = &s.p_slot[buf].hi[0][0];
+      uint16_t* p_hi = &s.p_slot[buf][0][0];
       const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale
         store_key_block<M, CoreTiles, false, true, true>(s.mx[buf], p_hi, nullptr, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p_scale, absmax);
         if (w < 2)
@@ -511,12 +511,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       cp_async_wait<0>();
       fence_shared_for_wgmma();
     }
-    if (next && copier) {  // chunk c + 1's Vc into chunk c - 1's Kc buffer, whose o has been read out
+    if (copier) {  // chunk c - 1's o read out of the staging tile (this chunk's o goes there)
       bulk_wait_all<true>();
-      if (c >= 1 && by_tma(c + 1)) tma_v(c + 1);
+      // chunk c + 1's Vc into chunk c - 1's Kc buffer (read by that chunk's state update)
+      if (next && c >= 1 && by_tma(c + 1)) tma_v(c + 1);
     }
     chain_sync();
-    if (next && c >= 1 && !by_tma(c + 1)) {  // into chunk c - 1's Kc buffer (its o read out: above)
+    if (next && c >= 1 && !by_tma(c + 1)) {  // into chunk c - 1's Kc buffer
       load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, tok0 + kC, live_rows(c + 1), h, v_tile_of(c + 1), tid);
       cp_async_commit();
     }
@@ -532,12 +533,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     chain_sync();
     if (copier && c + 2 < chunks && by_tma(c + 2)) tma_k(c + 2);  // into Vc's buffer: U has read it
 
-    const ChainTiles ct{&s.w_neg[0][0], q_tile, k_tile, &s.p_slot[buf].hi[0][0], &s.p_slot[buf].lo[0][0],
+    const ChainTiles ct{&s.w_neg[0][0], q_tile, k_tile, &s.p_slot[buf][0][0], nullptr,
                         G, s.q_f, s.k_f};
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
     wgmma_chain_outputs_half<M, 4>(ct, lane, S, D, O, sigma, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
+    // o staged while the state update runs (chunk c - 1's TMA store has read the staging tile:
+    // the copier's wait before the barrier after gate_inverse)
+    uint16_t* o_stage = &s.o_stage[0][0];
+    const bool box_store = rows == kC || !p.cu_seqlens;
+    if (sigma + pi != 0) scale_tiles(O, pow2(sigma + pi));
+    stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
     wgmma_wait<0>();  // the state update has read Kc
     if (kCheckpoints && c == next_checkpoint) {  // S is the state after chunk c
       if (sigma != 0) scale_tiles(S, pow2(sigma));
@@ -545,13 +552,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (sigma != 0) scale_tiles(S, pow2(-sigma));
       next_checkpoint += checkpoint_every_chunks(p);
     }
-    chain_sync();  // both warpgroups' state updates have read Kc: o staged there
-    uint16_t* o_stage = k_tile;
-    const bool box_store = rows == kC || !p.cu_seqlens;
-    if (sigma + pi != 0) scale_tiles(O, pow2(sigma + pi));
-    stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
     fence_shared_for_wgmma();  // o -> the TMA store; this thread's reads of q -> the TMA refill
-    chain_sync();  // o staged; q and P slot buf read
+    chain_sync();  // o staged; q, Kc and P slot buf read
     if (box_store) {
       if (copier) {
         tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq_coord);
