@@ -42,10 +42,10 @@
 // 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel; the gates four
 // chunks at a time (twentieth session) 0.810 -> 0.785 on 4 x 8192; the in-place inverse, the
 // balanced epilogues, P after the merges and the gates read in place (twenty-first) 0.786 ->
-// 0.776; the f16 products and merges (twenty-second) 0.774 -> 0.667. Nsight Compute
-// (twenty-first session): the chain waits about 0.55 us a step for the
-// preparation, and the preparation at times for the chain; the step (6.1 us) is the chain's own
-// work, slower beside the preparation than alone.
+// 0.776; the f16 products and merges (twenty-second) 0.774 -> 0.667, o's own staging tile 0.666
+// -> 0.658. Nsight Compute (twenty-second session): the chain waits about 0.38 us a step for the
+// preparation, and the preparation at times for its own slowest warp; the step (5.15 us) is
+// about both roles' work, each slower beside the other than alone.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"

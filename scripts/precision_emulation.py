@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The chunked form's roundings emulated in f64 (numpy), against the token-by-token recurrence.
+
+Each computed operand of the chunked form can be kept exact (f32 or a bf16 hi + lo pair, whose
+16 significant bits are exact at this scale) or rounded once to bf16 or f16 where it enters a
+product; inputs are bf16 (q ~ N(0,1), k L2-normalised, v ~ N(0,1), beta = sigmoid(N(0,1))) and
+o is rounded to bf16 at the end, as the kernels do. Plans:
+  pairs   the one-role fused kernel and the split form: -W and Xw bf16, S bf16 in S Qc^T only,
+          every other computed operand as pairs;
+  f16     the warp-specialised kernel: as pairs, but -W, S (in S (-W)^T), P and D (in D^T P^T)
+          in f16, and the inverse's merges with f16 operands;
+  bf16    every computed operand in bf16 (the peer's plan).
+Prints the relative L2 error of o and of the final state against the recurrence for each decay
+regime (g = logsigmoid(N(0,1)), none, near -20). Usage: precision_emulation.py [T] [seed]
+"""
+import sys
+
+import numpy as np
+
+
+def bf16(x):
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def f16(x):
+    return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+
+
+def f32(x):
+    return np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
+
+
+ROUND = {"b": bf16, "h": f16}
+PLANS = {
+    "pairs": {"W": "b", "Xw": "b", "S_qs": "b"},
+    "f16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h"},
+    "bf16": {n: "b" for n in ["W", "Xw", "S_qs", "S_ws", "P", "D_pd", "D_up", "T"]},
+}
+
+
+def inputs(T, K, V, regime, rng):
+    q = bf16(rng.standard_normal((T, K)))
+    k = rng.standard_normal((T, K))
+    k = bf16(k / np.linalg.norm(k, axis=1, keepdims=True))
+    v = bf16(rng.standard_normal((T, V)))
+    g = {"normal": -np.log1p(np.exp(-rng.standard_normal(T))), "none": np.zeros(T),
+         "fast": -20 + 0.1 * rng.standard_normal(T)}[regime]
+    beta = 1 / (1 + np.exp(-rng.standard_normal(T)))
+    return q, k, v, f32(g), f32(beta)
+
+
+def recurrent(q, k, v, g, beta, scale):
+    S = np.zeros((v.shape[1], q.shape[1]))
+    o = np.zeros((q.shape[0], v.shape[1]))
+    for t in range(q.shape[0]):
+        S *= np.exp(g[t])
+        S += np.outer(beta[t] * (v[t] - S @ k[t]), k[t])
+        o[t] = scale * S @ q[t]
+    return o, S
+
+
+def inverse(m, rnd):
+    """(I + m)^-1 by 16 x 16 diagonal blocks and two levels of merges, the merges' operands rounded."""
+    n = m.shape[0]
+    if n < 64:
+        return f32(np.linalg.inv(np.eye(n) + m))
+    X = np.zeros((64, 64))
+    for b in range(4):
+        s = slice(16 * b, 16 * b + 16)
+        X[s, s] = f32(np.linalg.inv(np.eye(16) + m[s, s]))
+    for i, j in [(1, 0), (3, 2)]:
+        si, sj = slice(16 * i, 16 * i + 16), slice(16 * j, 16 * j + 16)
+        X[si, sj] = -(rnd(rnd(X[si, si]) @ rnd(m[si, sj])) @ rnd(X[sj, sj]))
+    A, B = slice(0, 32), slice(32, 64)
+    X[B, A] = -(rnd(rnd(X[B, B]) @ rnd(m[B, A])) @ rnd(X[A, A]))
+    return f32(X)
+
+
+def chunked(q, k, v, g, beta, scale, plan, C=64):
+    r = lambda name, x: ROUND[plan[name]](x) if name in plan else x
+    S = np.zeros((v.shape[1], q.shape[1]))
+    o = np.zeros((q.shape[0], v.shape[1]))
+    for c0 in range(0, q.shape[0], C):
+        Q, Kc, Vc = q[c0:c0 + C], k[c0:c0 + C], v[c0:c0 + C]
+        G = np.cumsum(g[c0:c0 + C])
+        b = beta[c0:c0 + C]
+        mask = np.tril(np.exp(np.minimum(G[:, None] - G[None, :], 0)))
+        m = np.tril(b[:, None] * (Kc @ Kc.T), -1)
+        X = inverse(m, ROUND[plan["merge"]] if "merge" in plan else (lambda x: x))
+        W = r("W", np.exp(G)[:, None] * (r("Xw", X * b[None, :]) @ Kc))
+        D = r("T", mask * X * b[None, :]) @ Vc - W @ r("S_ws", S).T
+        P = r("P", scale * mask * (Q @ Kc.T))
+        o[c0:c0 + C] = bf16(scale * np.exp(G)[:, None] * (Q @ r("S_qs", S).T) + P @ r("D_pd", D))
+        S = np.exp(G[-1]) * S + (r("D_up", D) * np.exp(G[-1] - G)[:, None]).T @ Kc
+    return o, S
+
+
+def main():
+    T = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    rel = lambda x, ref: np.linalg.norm(x - ref) / np.linalg.norm(ref)
+    print(f"T = {T}, K = V = 128, seed {seed}: relative L2 error against the recurrence")
+    print(f"{'decay':8s} {'plan':6s} {'o':>9s} {'state':>9s}")
+    for regime in ["normal", "none", "fast"]:
+        q, k, v, g, beta = inputs(T, 128, 128, regime, np.random.default_rng(seed))
+        o_ref, S_ref = recurrent(q, k, v, g, beta, 128 ** -0.5)
+        for name, plan in PLANS.items():
+            o, S = chunked(q, k, v, g, beta, 128 ** -0.5, plan)
+            print(f"{regime:8s} {name:6s} {rel(o, o_ref):9.2e} {rel(S, S_ref):9.2e}")
+
+
+if __name__ == "__main__":
+    main()
