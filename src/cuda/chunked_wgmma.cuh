@@ -270,6 +270,18 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 struct NoWork {
   __device__ __forceinline__ void operator()() const {}
 };
+// The output factors q_f of the lane's token columns (8 t + 2 q, + 1), and O^T diag(q_f).
+__device__ __forceinline__ void load_output_factors(const ChainTiles& ct, int q, float2 (&qf)[8]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) qf[t] = *reinterpret_cast<const float2*>(&ct.q_f[8 * t + 2 * q]);
+}
+__device__ __forceinline__ void scale_token_columns(float (&O)[8][4], const float2 (&qf)[8]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    O[t][0] *= qf[t].x, O[t][2] *= qf[t].x;
+    O[t][1] *= qf[t].y, O[t][3] *= qf[t].y;
+  }
+}
 template <class M, bool kOutputs = true, int kLeftInFlight = 0, class ThenIssue = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
                                                     float (&D)[8][4], float (&O)[8][4],
@@ -295,17 +307,10 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
   }
   float2 qf[8];  // the output factors of the lane's token columns, read while the products run
                  // (after the wait, whose memory clobber holds loads back, their latency showed)
-  if constexpr (kOutputs) {
-#pragma unroll
-    for (int t = 0; t < 8; ++t) qf[t] = *reinterpret_cast<const float2*>(&ct.q_f[8 * t + 2 * q]);
-  }
+  if constexpr (kOutputs) load_output_factors(ct, q, qf);
   wgmma_wait<0>();
   if constexpr (kOutputs) {  // O^T diag(q_f) + D^T P^T
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      O[t][0] *= qf[t].x, O[t][2] *= qf[t].x;
-      O[t][1] *= qf[t].y, O[t][3] *= qf[t].y;
-    }
+    scale_token_columns(O, qf);
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
       if (ks >= 2) wgmma_wait<1>();
@@ -353,16 +358,11 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
       wgmma_64<M>(O, a[ks & 1][kSame ? 0 : 1], qd);
     wgmma_commit();
   }
-  float2 qf[8];  // the output factors of the lane's token columns, read while the products run
-#pragma unroll
-  for (int t = 0; t < 8; ++t) qf[t] = *reinterpret_cast<const float2*>(&ct.q_f[8 * t + 2 * q]);
+  float2 qf[8];  // read while the products run
+  load_output_factors(ct, q, qf);
   wgmma_wait<0>();
   keep_values_in_range(S, D, O, sigma);
-#pragma unroll
-  for (int t = 0; t < 8; ++t) {
-    O[t][0] *= qf[t].x, O[t][2] *= qf[t].x;
-    O[t][1] *= qf[t].y, O[t][3] *= qf[t].y;
-  }
+  scale_token_columns(O, qf);
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
     if (ks >= 2) wgmma_wait<1>();
