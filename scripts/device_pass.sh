@@ -55,7 +55,9 @@
 # What comes back ($OUT, at most 8 files): summary.txt, logs.tgz, the results JSON files, and
 # the peer's compiled Triton kernels as triton-cache.tgz.part0, part1, ... (15 MiB each, at most
 # three): copy them to .devcache/ (ignored), replacing what is there, and name .devcache in
-# carry when the pass runs the peer (phases prefill, python, recurrent), for a warm start.
+# carry when the pass runs the peer (phases prefill, python, recurrent), for a warm start. The
+# carry limit is 64 MiB in all: a large cache goes with .devbuild only while both fit, and alone
+# (with .whl and .devdeps) for a call of phase python only, which builds the package itself.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
