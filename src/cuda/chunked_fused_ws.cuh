@@ -6,10 +6,10 @@
 //     outputs, the state update, o;
 //   - the preparation, warps 8..11 (one warpgroup): the next chunks' gates and row norms, Kc Kc^T
 //     with its epilogue (m) and X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as
-//     f16 products on mma.sync), then Qc Kc^T with its epilogue (P into a slot, in f16), while the chain works on
-//     an earlier chunk. Chunk c's inverse waits only for its Kc (issued early in the chain's
-//     chunk c - 2), and only its P for its q (issued at that chunk's end), so the preparation
-//     may run up to two chunks ahead.
+//     f16 products on mma.sync), then Qc Kc^T with its epilogue (P into a slot, in f16), while
+//     the chain works on an earlier chunk. Chunk c's inverse waits only for its Kc (issued
+//     early in the chain's chunk c - 2), and only its P for its q (issued at that chunk's end),
+//     so the preparation may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 184 a thread for the chain (the
 // state, D, O and A fragments), 136 for the preparation.
 // Precision: the products of two computed operands are f16 (S (-W)^T, D^T P^T and the inverse's
@@ -226,8 +226,10 @@ __device__ __forceinline__ void store_negated(float* to, int ld, int lane, const
 // against f32 merges. As f32 sums on CUDA cores they took about a third of the preparation's time
 // (short-scoreboard bound on their shared loads, Nsight Compute); as 3xTF32 products they
 // waited on the tensor pipe behind the chain's wgmma, at six times today's products.
-//   X_ij = -(X_ii m_ij) X_jj   (i, j) = (1, 0), (3, 2)   16 x 16: warps 2 pm, 2 pm + 1, one n-tile each
-//   X_BA = -(X_BB m_BA) X_AA   A = [0, 32), B = [32, 64) 32 x 32: warp w rows 16 (w >> 1), columns 16 (w & 1)
+//   X_ij = -(X_ii m_ij) X_jj   (i, j) = (1, 0), (3, 2)   16 x 16: warps 2 pm, 2 pm + 1, an
+//                                                        8-column tile each
+//   X_BA = -(X_BB m_BA) X_AA   A = [0, 32), B = [32, 64) 32 x 32: warp w the rows 16 (w >> 1),
+//                                                        columns 16 (w & 1) of B x A
 // (the left product X_ii m_ij in registers becomes the A operand of the right one).
 template <class Sm, class Sync>
 __device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane, Sync&& sync) {
