@@ -54,7 +54,7 @@
 
 namespace gdn::cuda::chunked {
 
-struct WsHalfPair {  // a [C, C] matrix as hi + lo parts in CoreTiles::P / T's layout (unpadded)
+struct WsHalfPair {  // a [C, C] matrix as hi + lo parts in CoreTiles::T's layout (unpadded)
   uint16_t hi[kC][kC];
   uint16_t lo[kC][kC];
 };
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (check_p) {  // P's exponent (the slot's last reader, chunk c - 2's staging, is done: above)
         const float4 pm = *reinterpret_cast<const float4*>(s.p_max[buf]);
         const float m = fmaxf(fmaxf(pm.x, pm.y), fmaxf(pm.z, pm.w));
-        const int pi = m >= kValuesHigh || (m > 0.f && m < kPLow) ? max(exponent_of(m) - kPTarget, -100) : 0;
+        const int pi = p_exponent(m);
         if (pi != 0) {  // (warpgroup-uniform) P again, at 2^-pi
           float unused = 0.f;
           store_p(p.scale * pow2(-pi), &unused);
@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint16_t* k_tile = k_tile_of(c);
     uint16_t* v_tile = v_tile_of(c);
     uint16_t* q_tile = &s.q[buf][0][0];
-    keep_state_in_range(S, sigma);  // (the last chunk's state update is complete)
+    keep_state_in_range(S, sigma);  // (as loaded, or after the last chunk's completed update)
     // Chunk c prepared.
     ws::wait(ws::kBarPrepared);
     const int pi = s.p_exp[buf];  // P slot buf holds 2^-pi P

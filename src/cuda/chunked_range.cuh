@@ -52,6 +52,12 @@ inline constexpr float kValuesHigh = 32768.f;    // 2^15: D's largest |value| ke
 inline constexpr float kPLow = 1.f / 65536.f;    // 2^-16: P's largest |value| kept at or above
 inline constexpr int kPTarget = 10;              // P brought to [2^10, 2^11) when it leaves
 
+// P's exponent pi for a chunk whose largest |P| is m: 0 while m is in [kPLow, kValuesHigh) or
+// 0, else the one that brings m to about 2^kPTarget (P stored at 2^-pi times its values).
+__device__ __forceinline__ int p_exponent(float m) {
+  return m >= kValuesHigh || (m > 0.f && m < kPLow) ? max(exponent_of(m) - kPTarget, -100) : 0;
+}
+
 // The warp's S (its rows, 2^-sigma times the state) brought back into [kStateLow, kStateHigh)
 // when it has left it (warp-uniform; the votes are the whole cost while it has not).
 template <int kTiles>
