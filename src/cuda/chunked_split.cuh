@@ -122,13 +122,23 @@ __device__ __forceinline__ void prep_chunk_start(const ChunkParams& p, const Pre
 
 // G and the chain's per-token factors (chunked_steps.cuh's expressions) into the prepared chunk.
 template <class Sm>
-__device__ __forceinline__ void store_prepared_factors(const Sm& s, PreparedTiles& out, int tid) {
+__device__ __forceinline__ void store_prepared_factors(const Sm& s, PreparedTiles& out, int tid, int p_exp = 0) {
   if (tid < kC) {
     const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
     out.G[tid] = s.G[tid];
-    out.q_f[tid] = output_factor<false>(own, tid);
+    out.q_f[tid] = output_factor<false>(own, tid) * pow2(-p_exp);  // (P at 2^-p_exp: PreparedTiles)
     out.k_f[tid] = state_factor<false>(own, s.G[kC - 1], tid);
   }
+}
+
+// P's exponent for the wgmma chain's f16 P (PreparedTiles), from each warp's largest |P| in
+// p_max (after the barrier that follows their stores). Without qk_l2norm only: with it, |P| <= 1
+// (the prepared P carries no scale).
+__device__ __forceinline__ int prepared_p_exponent(const float* p_max) {
+  float m = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) m = fmaxf(m, p_max[w]);
+  return p_exponent(m);
 }
 
 template <class M>
@@ -148,12 +158,27 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     row_norms<M>(s, 0, warp, lane);
     __syncthreads();
   }
-  const bool for_wgmma = runs_wgmma_chain(p);
+  const bool for_wgmma = runs_wgmma_chain(p);  // -W and P in f16 (PreparedTiles)
+  const bool check_p = for_wgmma && !p.l2norm;
+  __shared__ float p_max[kWarps];
+  float p_absmax = 0.f;
   if (for_wgmma)
-    key_products<M, PrepareForWgmmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
+    key_products<M, PrepareForWgmmaTiles, true>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta, 1.f,
+                                                &p_absmax);
   else
     key_products<M, PrepareForMmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
+  if (check_p) {
+    p_absmax = warp_max(p_absmax);
+    if (lane == 0) p_max[warp] = p_absmax;
+  }
   __syncthreads();  // q is read: v takes its place, landing while the inverse runs
+  const int p_exp = check_p ? prepared_p_exponent(p_max) : 0;
+  if (p_exp != 0) {  // (CTA-uniform) P again at 2^-p_exp, before v takes q's place
+    key_products<M, PrepareForWgmmaTiles, true>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta,
+                                                pow2(-p_exp), &p_absmax);
+    __syncthreads();
+  }
+  if (tid == 0) out.tiles.p_exp = p_exp;
   load_token_rows<kThreads>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
   cp_async_commit();
   invert_unit_lower(s, warp, lane);
@@ -162,7 +187,10 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   cp_async_wait<0>();
   __syncthreads();
   float D[8][4];  // U^T of the chunk: [16 value rows, C tokens]
-  minus_w<M>(s, 0, warp, lane);
+  if (for_wgmma)
+    minus_w<M, PaddedTiles, PrepSmem, MmaF16>(s, 0, warp, lane);
+  else
+    minus_w<M>(s, 0, warp, lane);
   new_values<M>(s, 0, warp, lane, D);
 #pragma unroll
   for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
@@ -177,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
   }
   static_assert(CoreTiles::W::at(8 + 7, 8) == 8 * ((1 << 7) + (1 << 3) + 7), "-W's pieces in KMajorAt<kK> order");
-  store_prepared_factors(s, out.tiles, tid);
+  store_prepared_factors(s, out.tiles, tid, p_exp);
 }
 
 // The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
@@ -202,6 +230,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   PrepWgSmem& s = *reinterpret_cast<PrepWgSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   __shared__ uint64_t landed[2];  // q and k have landed (one phase); v (a phase a head)
+  __shared__ float p_max[kWarps];  // each warp's largest |P| (without qk_l2norm)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   constexpr int kGateWarp = 4;  // forms the next head's gates while warps 0..3 substitute
   PrepChunk pc;
@@ -259,14 +288,28 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     PreparedChunk& out = *prepared_chunk(p, h);
     RawGates gates_next;  // kGateWarp: the next head's gate inputs, in flight through the products
     if (warp == kGateWarp && i + 1 < heads) gates_next = load_raw_gates(p, pc.n, pc.sq, h_next, pc.c, lane);
+    int p_exp = 0;  // P in f16 at 2^-p_exp (PreparedTiles)
     {
       float kk[4][4], qk[4][4];
       wgmma_key_products_issue<M>(s, 0, warp, kk, qk);
       if (i > 0) __syncthreads();  // the head's G and beta (kGateWarp, the head before's end)
       wgmma_wait<0>();
-      wgmma_key_products_store<M>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
+      float p_absmax = 0.f;
+      wgmma_key_products_store<M, true>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta, 1.f,
+                                        &p_absmax);
+      if (!p.l2norm) {
+        p_absmax = warp_max(p_absmax);
+        if (lane == 0) p_max[warp] = p_absmax;
+      }
+      __syncthreads();  // m is complete
+      p_exp = p.l2norm ? 0 : prepared_p_exponent(p_max);
+      if (p_exp != 0) {  // (CTA-uniform) P again at 2^-p_exp (m again too: the same values)
+        wgmma_key_products_store<M, true>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta,
+                                          pow2(-p_exp), &p_absmax);
+        __syncthreads();
+      }
+      if (tid == 0) out.tiles.p_exp = p_exp;
     }
-    __syncthreads();  // m is complete
     if (i == 0 && tma) load_v(h);  // not with q and k: it delayed their landing (Nsight Compute:
                                    // the kernel 5% slower, its wait for them 22 -> 25% of the samples)
     if (warp == kGateWarp && i + 1 < heads)
@@ -291,7 +334,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
     __syncthreads();  // X is read: -W takes its place
     float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
-    wgmma_minus_w_new_values<M>(s, 0, warp, lane, D);
+    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16>(s, 0, warp, lane, D);
 #pragma unroll
     for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
       out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
@@ -306,7 +349,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     }
     if (warp == kGateWarp) {  // G and the chain's factors (the last reader of G), then the next head's gates
 #pragma unroll
-      for (int e = 0; e < 2; ++e) store_prepared_factors(s, out.tiles, 2 * lane + e);
+      for (int e = 0; e < 2; ++e) store_prepared_factors(s, out.tiles, 2 * lane + e, p_exp);
       __syncwarp();
       if (i + 1 < heads) {
         *reinterpret_cast<float2*>(&s.G[2 * lane]) = *reinterpret_cast<const float2*>(&s.G_next[2 * lane]);
@@ -802,7 +845,9 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
   const int64_t chunks = (sq.len + kC - 1) / kC;
   const ChainRun run = chain_run(p, role, n, h, chunks);
 
-  float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators
+  float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
+                   // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
+  int sigma = 0;
   load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
   if (tid == 0 && wg == 0) {
     mbarrier_init(&s.full[0], 1);
@@ -825,10 +870,14 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
     if (tid == 0 && wg == 0) {
       constexpr uint32_t kBoxBytes = kC * 64 * 2;
       const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
-      const uint32_t bytes = uint32_t(sizeof(PreparedTiles)) + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) +
-                             (by_tma(c) ? 4 * kBoxBytes : 0u);
+      // the prepared tiles but P's lo half (P is one f16 value for this chain: PreparedTiles)
+      constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
+      constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
+      static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
+      const uint32_t bytes = kHead + kTail + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) + (by_tma(c) ? 4 * kBoxBytes : 0u);
       mbarrier_arrive_expect(&s.full[b], bytes);
-      bulk_load(&st.tiles, &pc.tiles, sizeof(PreparedTiles), &s.full[b]);
+      bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
+      bulk_load(&st.tiles.G[0], &pc.tiles.G[0], kTail, &s.full[b]);
       if (run.use_u) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
       if (by_tma(c)) {
 #pragma unroll
@@ -865,25 +914,28 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
         sync();
       }
       const WgChainStage& st = s.stage[buf];
-      const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, st.tiles.p_lo,
-                          st.tiles.G, st.tiles.q_f, st.tiles.k_f};
-      float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens]
+      // -W and P in f16 (PreparedTiles), P at 2^-p_exp
+      const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
+      wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
+      keep_state_in_range(S, sigma);
+      float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
+      const float u_scale = pow2(-sigma);
 #pragma unroll
       for (int t = 0; t < 8; ++t) {
         const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
-        D[t][0] = u.x, D[t][1] = u.y, D[t][2] = u.z, D[t][3] = u.w;
+        D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
       }
       float O[8][4];  // O^T: [16 value rows, C tokens]
       const float decay = chunk_decay(ct);
-      wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       uint32_t a[4][2][4];
-      wgmma_chain_outputs<M, kOutputs, 4>(ct, lane, S, D, O,
-                                          [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
+      wgmma_chain_outputs_half<M, kOutputs, 4>(ct, lane, S, D, O, sigma,
+                                               [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
         sync();
-        stage_o_stmatrix<M>(o_stage, O, p.scale, warp, lane);  // the CTA's 64 values: the tile's first half
+        // the CTA's 64 values: the tile's first half (O at 2^-(sigma + p_exp) times o / scale)
+        stage_o_stmatrix<M>(o_stage, O, p.scale * pow2(sigma + st.tiles.p_exp), warp, lane);
         const bool box_store = tma && (rows == kC || !p.cu_seqlens);
         if (box_store) fence_shared_for_wgmma();  // the staging -> the TMA store
         sync();
@@ -916,7 +968,11 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
         // (the pool slot read before the span's chunks: its latency beside them)
         const int32_t slot = span_end == checkpoint + 1 ? checkpoint_slot(p, n, sq, checkpoint) : -1;
         for (int64_t c = c_span; c < span_end; ++c) chunk_step(c);
-        if (span_end == checkpoint + 1) store_checkpoint(p, n, sq, h, checkpoint, S, row0, g, q, slot);
+        if (span_end == checkpoint + 1) {
+          if (sigma != 0) scale_tiles(S, pow2(sigma));
+          store_checkpoint(p, n, sq, h, checkpoint, S, row0, g, q, slot);
+          if (sigma != 0) scale_tiles(S, pow2(-sigma));
+        }
         c_span = span_end;
       }
     } else {
@@ -932,6 +988,7 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
     chunks_loop(std::true_type{});
   }
   if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
+  if (sigma != 0) scale_tiles(S, pow2(sigma));
   if (run.end_state) store_segment_state(run.end_state, S, row0, 0, g, q);
   if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 0, g, q);
 #endif

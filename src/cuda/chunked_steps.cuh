@@ -514,22 +514,25 @@ __device__ __forceinline__ void store_key_block(float (*m)[kLdF], uint16_t* p_hi
     }
   }
 }
-// Both, with the norms in s.rq, s.rk and m to s.m.
-template <class M, class L, class Sm>
+// Both, with the norms in s.rq, s.rk and m to s.m (kPHalf, p_absmax: store_key_block's).
+template <class M, class L, bool kPHalf = false, class Sm>
 __device__ __forceinline__ void store_key_products(Sm& s, int i0, int j0, int lane, const float (&kk)[4][4],
                                                    const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
-                                                   const float* G, const float* beta, float p_scale = 1.f) {
-  store_key_block<M, L, true, true>(s.m, p_hi, p_lo, i0, j0, lane, kk, qk, G, beta, s.rq, s.rk, p_scale);
+                                                   const float* G, const float* beta, float p_scale = 1.f,
+                                                   float* p_absmax = nullptr) {
+  store_key_block<M, L, true, true, kPHalf>(s.m, p_hi, p_lo, i0, j0, lane, kk, qk, G, beta, s.rq, s.rk, p_scale,
+                                            p_absmax);
 }
 
 // m = strictly_lower(diag(beta) Kn Kn^T) (f32, in s.m) and P = Mask o (Qn Kn^T) (hi + lo, to
 // p_hi / p_lo in L::P's layout: shared memory in the fused kernel, the prepared chunk in global
 // memory in the split form), [C, C], with the chunk's gates G, beta. Warp w: rows
 // [16 (w / 2), +16), columns [32 (w % 2), +32); blocks above the diagonal are zero and are not
-// multiplied.
-template <class M, class L = PaddedTiles, class Sm>
+// multiplied. kPHalf: P as one f16 value, *p_absmax raised to its largest |value| (store_key_block).
+template <class M, class L = PaddedTiles, bool kPHalf = false, class Sm>
 __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane, uint16_t* p_hi, uint16_t* p_lo,
-                                             const float* G, const float* beta, float p_scale = 1.f) {
+                                             const float* G, const float* beta, float p_scale = 1.f,
+                                             float* p_absmax = nullptr) {
   const int i0 = 16 * (warp >> 1), j0 = 32 * (warp & 1);
   const uint16_t* q_tile = &s.q[buf][0][0];
   const uint16_t* k_tile = &s.k[buf][0][0];
@@ -553,7 +556,7 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
       M::mma(qk[2 * np + 1], aq, b[2], b[3]);
     }
   }
-  store_key_products<M, L>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta, p_scale);
+  store_key_products<M, L, kPHalf>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta, p_scale, p_absmax);
 }
 
 // X = (I + m)^-1 for the strictly lower m, in f32, by 16 x 16 blocks:
@@ -706,8 +709,8 @@ __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
 }
 
 // -W = -diag(gamma) Xw Kc, [C, K]; warp w: columns [16 w, +16). Xw is lower triangular, so
-// row block mi needs key blocks ks <= mi only.
-template <class M, class L = PaddedTiles, class Sm>
+// row block mi needs key blocks ks <= mi only. WM: -W's type.
+template <class M, class L = PaddedTiles, class Sm, class WM = M>
 __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3, n0 = 16 * warp;
   const uint16_t* k_tile = &s.k[buf][0][0];
@@ -730,7 +733,7 @@ __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
 #pragma unroll
       for (int t = 0; t < 2; ++t)
         *reinterpret_cast<uint32_t*>(w_tile + L::W::at(g, 2 * q) + L::W::at(i - g, n0 + 8 * t)) =
-            M::pack(ng * acc[t][2 * hr], ng * acc[t][2 * hr + 1]);
+            WM::pack(ng * acc[t][2 * hr], ng * acc[t][2 * hr + 1]);
     }
   }
 }

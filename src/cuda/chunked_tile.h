@@ -272,6 +272,9 @@ constexpr int prep_group_heads(int64_t ratio, int forced) {
 // chain (ChunkParams::chain_wgmma) the tiles are in CoreTiles' layouts and PreparedTiles is one
 // contiguous run, which it copies to shared memory whole (a bulk copy) and reads there as wgmma
 // operands; for the mma.sync chains they are row-major (-W [C][K], P [C][C]).
+// For the wgmma chain (runs_wgmma_chain) -W and P are f16, P as one value in p_hi at 2^-p_exp
+// times its values (its exponent, chunked_range.cuh; q_f carries the same factor); for the
+// mma.sync chains -W is in the inputs' type and P a hi + lo pair, p_exp 0.
 struct PreparedTiles {
   uint16_t w_neg[kC * kK];  // -W = -diag(gamma) X diag(beta rk) Kc   [C, K] half precision
   uint16_t p_hi[kC * kC];   // P = Mask o (Qn Kn^T), hi part           [C, C]
@@ -279,7 +282,8 @@ struct PreparedTiles {
   float G[kC];              // cumulative log-decay inside the chunk
   float q_f[kC];            // gamma_t / ||q_t||: o's factor (output_factor, chunked_steps.cuh)
   float k_f[kC];            // exp(G_C - G_t) / ||k_t||: the state update's (state_factor)
-  float unused[kC];         // (pads the run to a multiple of 256 bytes)
+  int p_exp;                // pi (above)
+  float unused[kC - 1];     // (pads the run to a multiple of 256 bytes)
 };
 struct PreparedChunk {
   PreparedTiles tiles;

@@ -180,16 +180,18 @@ __device__ __forceinline__ void wgmma_key_products_issue(const Sm& s, int buf, i
   }
   wgmma_commit();
 }
-// P goes to p_hi, p_lo in CoreTiles::P's layout (the fused kernel's tiles, or the prepared chunk).
-template <class M, class Sm>
+// P goes to p_hi, p_lo in CoreTiles::P's layout (the fused kernel's tiles, or the prepared chunk);
+// kPHalf, p_absmax: store_key_block's.
+template <class M, bool kPHalf = false, class Sm>
 __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int lane, const float (&kk)[4][4],
                                                          const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
-                                                         const float* G, const float* beta, float p_scale = 1.f) {
+                                                         const float* G, const float* beta, float p_scale = 1.f,
+                                                         float* p_absmax = nullptr) {
   const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
   if (j0 > i0 + 15)
     store_zero_p<CoreTiles>(i0, j0, lane, p_hi, p_lo);
   else
-    store_key_products<M, CoreTiles>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta, p_scale);
+    store_key_products<M, CoreTiles, kPHalf>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta, p_scale, p_absmax);
 }
 
 // The preparation's two products after the inverse, on wgmma (all 8 warps call it; warp w =
@@ -335,8 +337,8 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
 //   O^T  = O^T diag(q_f) + D^T P^T                 D and P in f16
 // with the warp's S, D and O at 2^-sigma times their values: D brought below f16's limit before
 // its product (keep_values_in_range), so sigma may grow here. -W and P in f16 (WM, kPHalf).
-// Otherwise as wgmma_chain_outputs (then_issue, kLeftInFlight).
-template <class M, int kLeftInFlight = 0, class ThenIssue = NoWork>
+// Otherwise as wgmma_chain_outputs (kOutputs, then_issue, kLeftInFlight).
+template <class M, bool kOutputs = true, int kLeftInFlight = 0, class ThenIssue = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                          float (&D)[8][4], float (&O)[8][4], int& sigma,
                                                          ThenIssue&& then_issue = NoWork{}) {
@@ -347,32 +349,38 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
   for (int ks = 0; ks < kK / 16; ++ks) {
     if (ks >= 2) wgmma_wait<1>();
     acc_to_a<MmaF16>(S, ks, a[ks & 1][0]);
-    if constexpr (!kSame) acc_to_a<M>(S, ks, a[ks & 1][1]);
+    if constexpr (kOutputs && !kSame) acc_to_a<M>(S, ks, a[ks & 1][1]);
     wgmma_fence();
-    const uint64_t wd = k_major_desc<kK>(ct.w_neg, 16 * ks);
-    const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
-    wgmma_64<MmaF16>(D, a[ks & 1][0], wd);
-    if (ks == 0)
-      wgmma_64<M, false>(O, a[ks & 1][kSame ? 0 : 1], qd);  // O^T's first sums: no zeroing moves
-    else
-      wgmma_64<M>(O, a[ks & 1][kSame ? 0 : 1], qd);
+    wgmma_64<MmaF16>(D, a[ks & 1][0], k_major_desc<kK>(ct.w_neg, 16 * ks));
+    if constexpr (kOutputs) {
+      const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
+      if (ks == 0)
+        wgmma_64<M, false>(O, a[ks & 1][kSame ? 0 : 1], qd);  // O^T's first sums: no zeroing moves
+      else
+        wgmma_64<M>(O, a[ks & 1][kSame ? 0 : 1], qd);
+    }
     wgmma_commit();
   }
-  float2 qf[8];  // read while the products run
-  load_output_factors(ct, q, qf);
-  wgmma_wait<0>();
-  keep_values_in_range(S, D, O, sigma);
-  scale_token_columns(O, qf);
+  if constexpr (kOutputs) {
+    float2 qf[8];  // read while the products run
+    load_output_factors(ct, q, qf);
+    wgmma_wait<0>();
+    keep_values_in_range(S, D, O, sigma);
+    scale_token_columns(O, qf);
 #pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
-    if (ks >= 2) wgmma_wait<1>();
-    acc_to_a<MmaF16>(D, ks, a[ks & 1][0]);
-    wgmma_fence();
-    wgmma_64<MmaF16>(O, a[ks & 1][0], k_major_desc<kC>(ct.p_hi, 16 * ks));
-    wgmma_commit();
+    for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
+      if (ks >= 2) wgmma_wait<1>();
+      acc_to_a<MmaF16>(D, ks, a[ks & 1][0]);
+      wgmma_fence();
+      wgmma_64<MmaF16>(O, a[ks & 1][0], k_major_desc<kC>(ct.p_hi, 16 * ks));
+      wgmma_commit();
+    }
+    then_issue();
+    wgmma_wait<kLeftInFlight>();
+  } else {  // D alone: its range for the state update only (bf16 pairs there: no limit), then on
+    wgmma_wait<0>();
+    then_issue();
   }
-  then_issue();
-  wgmma_wait<kLeftInFlight>();
 }
 
 // gamma_C, the chunk's decay of the state: formed by the caller before wgmma_chain_outputs, so
