@@ -14,6 +14,11 @@
 //       [0, 1] (docs/NOTES.md, twenty-second session); where beta |k|^2 is far above 1 the
 //       gate-free inverse itself leaves f32's range first;
 //   P: the preparation's, one exponent a chunk (pi, in the P slot), folded into q_f and o.
+// sigma stays in [kSigmaMin, kSigmaMax] and pi in [-kPExponentMax, kPExponentMax], so that 2^-sigma
+// (U's factor) and 2^(sigma + pi) (o's) are normal f32 numbers: a state that decays with no new
+// input (a transition run of the sequence split; v = 0 for a stretch) would otherwise take sigma
+// down by about 65 a chunk, past f32's exponents. Below 2^kSigmaMin the state's f16 operand loses
+// bits at 2^(kSigmaMin - 14) and under, far below any input it meets.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,11 +56,15 @@ inline constexpr int kStateTarget = 10;          // brought to [2^10, 2^11) when
 inline constexpr float kValuesHigh = 32768.f;    // 2^15: D's largest |value| kept below (and P's)
 inline constexpr float kPLow = 1.f / 65536.f;    // 2^-16: P's largest |value| kept at or above
 inline constexpr int kPTarget = 10;              // P brought to [2^10, 2^11) when it leaves
+inline constexpr int kSigmaMin = -64, kSigmaMax = 64;  // sigma's range (above)
+inline constexpr int kPExponentMax = 60;               // |pi| at most
 
 // P's exponent pi for a chunk whose largest |P| is m: 0 while m is in [kPLow, kValuesHigh) or
 // 0, else the one that brings m to about 2^kPTarget (P stored at 2^-pi times its values).
 __device__ __forceinline__ int p_exponent(float m) {
-  return m >= kValuesHigh || (m > 0.f && m < kPLow) ? max(exponent_of(m) - kPTarget, -100) : 0;
+  return m >= kValuesHigh || (m > 0.f && m < kPLow)
+             ? min(max(exponent_of(m) - kPTarget, -kPExponentMax), kPExponentMax)
+             : 0;
 }
 
 // The warp's S (its rows, 2^-sigma times the state) brought back into [kStateLow, kStateHigh)
@@ -66,9 +75,11 @@ __device__ __forceinline__ void keep_state_in_range(float (&S)[kTiles][4], int& 
   const bool high = __any_sync(0xffffffffu, m >= kStateHigh);
   const bool low = !__any_sync(0xffffffffu, m >= kStateLow) && __any_sync(0xffffffffu, m > 0.f);
   if (high || low) {
-    const int d = max(exponent_of(warp_max(m)) - kStateTarget, -100);
-    scale_tiles(S, pow2(-d));
-    sigma += d;
+    const int d = min(max(exponent_of(warp_max(m)) - kStateTarget, kSigmaMin - sigma), kSigmaMax - sigma);
+    if (d != 0) {
+      scale_tiles(S, pow2(-d));
+      sigma += d;
+    }
   }
 }
 // D (2^-sigma times its values) below kValuesHigh for its f16 operand: when it is not, the
@@ -78,7 +89,8 @@ __device__ __forceinline__ void keep_values_in_range(float (&S)[kTiles][4], floa
                                                      int& sigma) {
   const float m = abs_max(D);
   if (__any_sync(0xffffffffu, m >= kValuesHigh)) {
-    const int d = exponent_of(warp_max(m)) - 13;
+    const int d = min(exponent_of(warp_max(m)) - 13, kSigmaMax - sigma);
+    if (d <= 0) return;  // (sigma at its largest: D, 2^79 or more, is out of f16's range)
     const float f = pow2(-d);
     scale_tiles(S, f);
     scale_tiles(D, f);

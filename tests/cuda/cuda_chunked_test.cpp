@@ -392,16 +392,20 @@ TEST(Forms, WarpSpecialisedMatchesOneRole) {
   }
 }
 
-// The warp-specialised kernel keeps its f16 operands in range by power-of-two exponents
-// (chunked_range.cuh): inputs scaled far from 1 (by powers of two, so the same mantissas) take
-// each of its paths (S and D above the f16 limit, S below its precision, P above and below with
-// q unnormalised), and the fused kernels (warp-specialised and one-role) match the oracle
-// within the usual tolerances. v's factor scales the initial state too.
+// The warp-specialised kernel and the split form's wgmma chain keep their f16 operands in range
+// by power-of-two exponents (chunked_range.cuh): inputs scaled far from 1 (by powers of two, so
+// the same mantissas) take each of their paths (S and D above the f16 limit, S below its
+// precision, P above and below with q unnormalised), a stretch of v = 0 lets the state decay
+// for 9 chunks with nothing new (the exponent at its floor; the sequence split's transition
+// runs do the same), and the fused kernels (warp-specialised and one-role) and the split form
+// (whole and in 3 segments) match the oracle within the usual tolerances. v's factor scales
+// the initial state too.
 TEST(Range, ScaledInputsMatchOracle) {
   GDN_SKIP_WITHOUT_GPU();
   struct Scaled {
     const char* text;
     double q, v;
+    int64_t zero_v_from = 0, zero_v_to = 0;  // tokens of each sequence with v = 0 (dense cases)
   };
   const Scaled cases[] = {{"N=1,T=300,Hk=1,Hv=2,K=128,V=128,dtype=bf16,decay=none", 1, 32768},
                           {"N=2,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 1, 32768},
@@ -409,19 +413,24 @@ TEST(Range, ScaledInputsMatchOracle) {
                           {"N=2,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 1.0 / 16777216, 1},
                           {"N=2,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 32768, 1},
                           {"seqlens=70:0:150,Hk=1,Hv=2,K=128,V=128,dtype=f16,decay=none", 1, 4096},
-                          {"N=1,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16,l2norm=1,gate=raw", 65536, 65536}};
+                          {"N=1,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16,l2norm=1,gate=raw", 65536, 65536},
+                          {"N=2,T=1200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 1, 1, 128, 704}};
   for (const Scaled& sc : cases) {
     Case c = parse_case(std::string(sc.text) + ",path=chunked");
     c.seed = fresh_seed();
     GeneratedInputs pristine = generate(c);
     for (int64_t i = 0; i < pristine.q.numel(); ++i) pristine.q.set(i, pristine.q.get(i) * sc.q);
-    for (int64_t i = 0; i < pristine.v.numel(); ++i) pristine.v.set(i, pristine.v.get(i) * sc.v);
+    const std::vector<int64_t>& vs = pristine.v.shape();  // [N, T, Hv, V] here
+    for (int64_t i = 0; i < pristine.v.numel(); ++i) {
+      const int64_t t = vs.size() == 4 ? i / (vs[2] * vs[3]) % vs[1] : -1;
+      pristine.v.set(i, t >= sc.zero_v_from && t < sc.zero_v_to ? 0.0 : pristine.v.get(i) * sc.v);
+    }
     if (pristine.initial_state.present())
       for (int64_t i = 0; i < pristine.initial_state.numel(); ++i)
         pristine.initial_state.set(i, pristine.initial_state.get(i) * sc.v);
     OracleOutputs oracle;
     ASSERT_EQ(run_oracle(pristine, 0, &oracle), GDN_STATUS_SUCCESS) << gdn_last_error();
-    for (const Form& f : {kForms[0], kForms[1]}) {
+    for (const Form& f : {kForms[0], kForms[1], kForms[3], kForms[7]}) {
       GeneratedInputs in = pristine;
       {
         const FormScope scope(f);
@@ -526,9 +535,13 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
   EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
 }
 
-// The exact sequence split against the unsplit chain: the same o and final state up to f32
-// reordering (segment states composed as S A + R), over segment counts, layouts, pools with
-// padding, in place, without initial or final state.
+// The exact sequence split against the unsplit chain, over segment counts, layouts, pools with
+// padding, in place, without initial or final state, both compared with the oracle: the split's
+// errors within tolerance and at most a quarter above the unsplit chain's. (Not bit for bit:
+// segment states are composed as S A + R, and the wgmma chain, the library's on sm_90a, rounds S
+// to f16 for S (-W)^T, so a start state that differs from the sequential one in its last f32
+// bits rounds differently from there on; the two differ by about their errors, 1.8e-4 measured
+// in a state without decay.)
 TEST(Forms, SegmentsMatchUnsplit) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=1,T=1000,Hk=1,Hv=2,dtype=bf16",
@@ -544,15 +557,18 @@ TEST(Forms, SegmentsMatchUnsplit) {
       const FormScope scope("split2", "1");
       ASSERT_EQ(run_path(whole, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
     }
+    OracleOutputs oracle;
+    ASSERT_EQ(run_oracle(pristine, 0, &oracle), GDN_STATUS_SUCCESS) << gdn_last_error();
+    const Errors e_whole = check_outputs(pristine, whole, oracle);
+    EXPECT_TRUE(e_whole.pass(chunked_tolerance(c))) << text << ": " << chunked_report(c, e_whole);
     for (const char* segments : {"2", "5", "9"}) {
       GeneratedInputs cut = pristine;
       const FormScope scope("split2", segments);
       ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-      EXPECT_LE(rel_l2_tensors(cut.o, whole.o), 1e-3) << text << ", segments " << segments;
-      if (c.final_state)
-        EXPECT_LE(rel_l2_live_slots(cut, *cut.final_state_out(), *whole.final_state_out()),
-                  c.state_dtype == GDN_DTYPE_BF16 ? 5e-4 : 1e-4)
-            << text << ", segments " << segments;
+      const Errors e = check_outputs(pristine, cut, oracle);
+      EXPECT_TRUE(e.pass(chunked_tolerance(c))) << text << ", segments " << segments << ": " << chunked_report(c, e);
+      EXPECT_LE(e.o, 1.25 * e_whole.o + 1e-4) << text << ", segments " << segments;
+      EXPECT_LE(e.final_state, 1.25 * e_whole.final_state + 1e-5) << text << ", segments " << segments;
     }
   }
 }
