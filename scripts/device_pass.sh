@@ -49,6 +49,9 @@
 #              the build (default lib).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
+#   bash scripts/device_pass.sh --pack --slim   # only gdn and cuda_chunked_test (about 13 MB: room
+#                                               # for .devcache beside it; phases chunked, prefill,
+#                                               # tool, compare, kernels, profile)
 #   bash scripts/device_pass.sh --add-lib NAME FILE   # another build's libgdn.so, for compare
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps", ".devcache"],
 #       timeout_s=580)
@@ -56,16 +59,21 @@
 # the peer's compiled Triton kernels as triton-cache.tgz.part0, part1, ... (15 MiB each, at most
 # three): copy them to .devcache/ (ignored), replacing what is there, and name .devcache in
 # carry when the pass runs the peer (phases prefill, python, recurrent), for a warm start. The
-# carry limit is 64 MiB in all: a large cache goes with .devbuild only while both fit, and alone
-# (with .whl and .devdeps) for a call of phase python only, which builds the package itself.
+# carry limit is 64 MiB in all: a large cache goes with .devbuild only while both fit (a --slim
+# pack leaves room for 45 MiB), and alone (with .whl and .devdeps) for a call of phase python
+# only, which builds the package itself.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--pack" ]; then
   B=${BUILD:-build}
   rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
-  cp -L "$B"/bin/* .devbuild/bin/  # gdn_decode_lab among them when built with GDN_CUDA
-  [ -x .devbuild/bin/gdn_decode_lab ] || echo "note: $B/bin/gdn_decode_lab not built (phase lab needs it)"
+  if [ "${2:-}" = "--slim" ]; then
+    cp -L "$B"/bin/gdn "$B"/bin/cuda_chunked_test .devbuild/bin/
+  else
+    cp -L "$B"/bin/* .devbuild/bin/  # gdn_decode_lab among them when built with GDN_CUDA
+    [ -x .devbuild/bin/gdn_decode_lab ] || echo "note: $B/bin/gdn_decode_lab not built (phase lab needs it)"
+  fi
   cp -L "$B"/lib/libgdn.so .devbuild/lib/ && cp -L "$B"/lib/libgdn.so .devbuild/lib/libgdn.so.0.1
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include || echo -dirty)" > .devbuild/COMMIT
   cp -L /usr/lib/x86_64-linux-gnu/libgomp.so.1 .devbuild/lib/
