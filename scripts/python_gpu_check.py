@@ -19,6 +19,7 @@ Rows print as they complete.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -165,6 +166,7 @@ def check_cases(args, peer, modeling):
                                 f"{'vk' if svf else 'kv'}")
                         o, s = run(getattr(ours, func_name), inp, svf, True)
                         errs = {"gdn": (rel_err(o, ref_o), rel_err(s, ref_s))}
+                        settings = chunked_settings(args) if name == "chunk" else []
                         if peer is not None and dtype == torch.bfloat16:
                             po, ps = run(getattr(peer, func_name), inp, svf, True)
                             errs["fla"] = (rel_err(po, ref_o), rel_err(ps, ref_s))
@@ -181,7 +183,41 @@ def check_cases(args, peer, modeling):
                         status = "ok" if ok and hf_ok else ("FAIL" if not ok else "FAIL(hf)")
                         failed |= status != "ok"
                         print_row(case, errs, f"{tol_o:.1e}/{tol_s:.1e}", status)
+                        for setting in settings:  # the same inputs under each setting, gdn only
+                            with environment(setting):
+                                fo, fs = run(getattr(ours, func_name), inp, svf, True)
+                            fe = (rel_err(fo, ref_o), rel_err(fs, ref_s))
+                            f_ok = fe[0] <= tol_o and fe[1] <= tol_s
+                            failed |= not f_ok
+                            print(f"  {'+'.join(setting)}: gdn o {fe[0]:.2e} state {fe[1]:.2e} "
+                                  f"{'ok' if f_ok else 'FAIL'}", flush=True)
     return failed
+
+
+def chunked_settings(args):
+    """--chunked-env VAR=x+VAR2=y,VAR=z as [["VAR=x", "VAR2=y"], ["VAR=z"]] (no spaces or
+    semicolons: it passes through device_pass.sh's PYTHON_CHECKS)."""
+    return [item.split("+") for item in args.chunked_env.split(",") if item.strip()]
+
+
+class environment:
+    """Environment variables set for a block (the library reads GDN_CHUNKED_* at each call)."""
+
+    def __init__(self, assignments):
+        self.new = dict(a.split("=", 1) for a in assignments)
+        self.old = {}
+
+    def __enter__(self):
+        for key, value in self.new.items():
+            self.old[key] = os.environ.get(key)
+            os.environ[key] = value
+
+    def __exit__(self, *exc):
+        for key, value in self.old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def check_stream_and_graph(args):
@@ -229,6 +265,11 @@ def main() -> int:
     parser.add_argument("--only-stream-graph", action="store_true",
                         help="skip the comparison table (minutes of fla autotuning): the stream "
                              "and graph checks only")
+    parser.add_argument("--chunked-env", default="",
+                        help="settings the chunk rows run under once more, gdn only, each judged "
+                             "against the tolerance: GDN_CHUNKED_FORM=fused,GDN_CHUNKED_FORM=fused"
+                             "+GDN_CHUNKED_WS=0,GDN_CHUNKED_FORM=split2 (which kernel gives which "
+                             "error)")
     parser.add_argument("--device", default="cuda",
                         help="cpu: a smoke run of the script itself (gdn's CPU backend; no fla, "
                              "no stream or graph checks)")
