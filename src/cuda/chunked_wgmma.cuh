@@ -265,10 +265,8 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 // fragments (a), and returns without waiting: S and a stay in use, and Kc unchanged, until a
 // wgmma_wait<0> (the caller's work in between overlaps them; a group committed before them
 // completes first: wgmma_wait<4>).
-// kOutputs false (the sequence split's runs that write no o): D alone, O untouched.
-// then_issue(): the caller's next products, issued once D is complete (with kOutputs, behind
-// D^T P^T, so that the tensor pipe goes on without a gap); the function returns with its
-// kLeftInFlight groups still in flight (the wgmma chain: wgmma_state_update, 4) and O complete.
+// (wgmma_chain_outputs is the one-role fused kernel's; wgmma_chain_outputs_half below, the
+// warp-specialised kernel's and the split form's, also takes the state update: see there.)
 struct NoWork {
   __device__ __forceinline__ void operator()() const {}
 };
@@ -284,10 +282,9 @@ __device__ __forceinline__ void scale_token_columns(float (&O)[8][4], const floa
     O[t][1] *= qf[t].y, O[t][3] *= qf[t].y;
   }
 }
-template <class M, bool kOutputs = true, int kLeftInFlight = 0, class ThenIssue = NoWork>
+template <class M>
 __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int lane, const float (&S)[16][4],
-                                                    float (&D)[8][4], float (&O)[8][4],
-                                                    ThenIssue&& then_issue = NoWork{}) {
+                                                    float (&D)[8][4], float (&O)[8][4]) {
   const int q = lane & 3;
   uint32_t a[2][2][4];
 #pragma unroll
@@ -298,37 +295,30 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
     const uint64_t wd = k_major_desc<kK>(ct.w_neg, 16 * ks);
     wgmma_64<M>(D, a[ks & 1][0], wd);
     wgmma_64<M>(D, a[ks & 1][1], wd);
-    if constexpr (kOutputs) {
-      const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
-      if (ks == 0)
-        wgmma_64<M, false>(O, a[ks & 1][0], qd);  // O^T's first sums: no zeroing moves
-      else
-        wgmma_64<M>(O, a[ks & 1][0], qd);
-    }
+    const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
+    if (ks == 0)
+      wgmma_64<M, false>(O, a[ks & 1][0], qd);  // O^T's first sums: no zeroing moves
+    else
+      wgmma_64<M>(O, a[ks & 1][0], qd);
     wgmma_commit();
   }
   float2 qf[8];  // the output factors of the lane's token columns, read while the products run
                  // (after the wait, whose memory clobber holds loads back, their latency showed)
-  if constexpr (kOutputs) load_output_factors(ct, q, qf);
+  load_output_factors(ct, q, qf);
   wgmma_wait<0>();
-  if constexpr (kOutputs) {  // O^T diag(q_f) + D^T P^T
-    scale_token_columns(O, qf);
+  scale_token_columns(O, qf);  // O^T diag(q_f) + D^T P^T
 #pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
-      if (ks >= 2) wgmma_wait<1>();
-      acc_to_a_split<M>(D, ks, a[ks & 1][0], a[ks & 1][1]);
-      wgmma_fence();
-      const uint64_t hd = k_major_desc<kC>(ct.p_hi, 16 * ks), ld = k_major_desc<kC>(ct.p_lo, 16 * ks);
-      wgmma_64<M>(O, a[ks & 1][0], hd);
-      wgmma_64<M>(O, a[ks & 1][1], hd);
-      wgmma_64<M>(O, a[ks & 1][0], ld);
-      wgmma_commit();
-    }
-    then_issue();
-    wgmma_wait<kLeftInFlight>();
-  } else {
-    then_issue();
+  for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
+    if (ks >= 2) wgmma_wait<1>();
+    acc_to_a_split<M>(D, ks, a[ks & 1][0], a[ks & 1][1]);
+    wgmma_fence();
+    const uint64_t hd = k_major_desc<kC>(ct.p_hi, 16 * ks), ld = k_major_desc<kC>(ct.p_lo, 16 * ks);
+    wgmma_64<M>(O, a[ks & 1][0], hd);
+    wgmma_64<M>(O, a[ks & 1][1], hd);
+    wgmma_64<M>(O, a[ks & 1][0], ld);
+    wgmma_commit();
   }
+  wgmma_wait<0>();
 }
 
 // wgmma_chain_outputs in the warp-specialised kernel's precision (chunked_range.cuh): the
@@ -336,8 +326,12 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
 //   D^T += S (-W)^T     S and -W in f16            O^T = S Qc^T   (S in M's type, as before)
 //   O^T  = O^T diag(q_f) + D^T P^T                 D and P in f16
 // with the warp's S, D and O at 2^-sigma times their values: D brought below f16's limit before
-// its product (keep_values_in_range), so sigma may grow here. -W and P in f16 (WM, kPHalf).
-// Otherwise as wgmma_chain_outputs (kOutputs, then_issue, kLeftInFlight).
+// its product (keep_values_in_range), so sigma may grow here. -W and P in f16 (as the
+// preparations store them for these kernels). Otherwise as wgmma_chain_outputs, and:
+// kOutputs false (the sequence split's runs that write no o): D alone, O untouched.
+// then_issue(): the caller's next products, issued once D is complete (with kOutputs, behind
+// D^T P^T, so that the tensor pipe goes on without a gap); the function returns with its
+// kLeftInFlight groups still in flight (wgmma_state_update's 4) and O complete.
 template <class M, bool kOutputs = true, int kLeftInFlight = 0, class ThenIssue = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                          float (&D)[8][4], float (&O)[8][4], int& sigma,
