@@ -807,24 +807,32 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // that carry the true state (those that write o: whole sequences, windows, segment 0 in pass 1,
 // pass 2) store it after the chunks that ask (store_checkpoint); a sequence whose snapshot
 // indices checkpoint_index_check_kernel found invalid writes nothing.
+// The other instances (one run a CTA) take a copier warp beside the warpgroup
+// (wg_chain_threads): it issues each chunk's bulk copies and TMA loads as soon as the barrier that
+// opens the step before frees their stage, so that no warp of the warpgroup carries them into the
+// step's first product (where the other three waited for it: 13% of the chain's samples).
 template <class M, bool kPass1, bool kCheckpoints>
-__global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads, 1)
+__global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   const int wg = kPass1 ? int(threadIdx.x) / kWgChainThreads : 0;  // the warpgroup
   const int tid = kPass1 ? int(threadIdx.x) % kWgChainThreads : int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const bool copier = !kPass1 && int(threadIdx.x) >= kWgChainThreads;  // the copier warp
   const int g = lane >> 2, q = lane & 3;
   const ChainCta cta = chain_cta<kVSplit>(p);
   if (kPass1 && cta.role == 0 && wg == 1) return;  // segment 0 has no transition to run
   const int role = kPass1 && cta.role > 0 ? 1 + 2 * (cta.role - 1) + wg : cta.role;  // chain_run's
   const int threads = kPass1 && cta.role > 0 ? 2 * kWgChainThreads : kWgChainThreads;  // working
-  const auto sync = [&] {  // the working threads
+  const auto sync = [&] {  // the working threads (not the copier)
+    named_barrier(1, threads);
+  };
+  const auto sync_with_copier = [&] {  // the step's first barrier: the copier too
     if constexpr (kPass1)
       named_barrier(1, threads);
     else
-      __syncthreads();
+      named_barrier(2, wg_chain_threads(false));
   };
   const int64_t n = cta.n;
   const int h = cta.h, j = cta.j;
@@ -834,7 +842,8 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;
   if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
-    if (role != 0 || wg != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0)) return;
+    if (copier || role != 0 || wg != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0))
+      return;
     for (int64_t r = tid >> 3; r < sq.len; r += kWgChainThreads / 8) {
       uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
       *reinterpret_cast<uint4*>(o + v0 + (tid & 7) * 8) = make_uint4(0u, 0u, 0u, 0u);
@@ -848,26 +857,27 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
                    // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
   int sigma = 0;
-  load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
+  if (!copier) load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
   if (tid == 0 && wg == 0) {
     mbarrier_init(&s.full[0], 1);
     mbarrier_init(&s.full[1], 1);
     fence_mbarrier_init();
   }
-  sync();
+  sync_with_copier();
 
   const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   const bool tma = maps.on != 0;
   const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
   const int seq = p.cu_seqlens ? 0 : int(n);  // the maps' sequence coordinate
-  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. Thread 0 of
-  // warpgroup 0 issues the copies (its run takes U whenever a run of the CTA does); warpgroup
-  // 0 copies the rows that come by cp.async.
-  const auto load = [&](int b, int64_t c) {
+  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. One thread
+  // issues the copies (issue: the copier's first lane, or in pass 1 thread 0 of warpgroup 0,
+  // whose run takes U whenever a run of the CTA does); warpgroup 0 copies the rows that come by
+  // cp.async (load).
+  const auto issue = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
-    if (tid == 0 && wg == 0) {
+    {
       constexpr uint32_t kBoxBytes = kC * 64 * 2;
       const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
       // the prepared tiles but P's lo half (P is one f16 value for this chain: PreparedTiles)
@@ -887,12 +897,25 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
         }
       }
     }
+  };
+  const auto load = [&](int b, int64_t c) {
+    WgChainStage& st = s.stage[b];
+    const int64_t tok0 = sq.bos + c * kC;
+    if (kPass1 && tid == 0 && wg == 0) issue(b, c);
     if (!by_tma(c) && wg == 0) {
       load_token_rows<kWgChainThreads, CoreTiles::Q>(p.q, n, tok0, live_rows(c), j, st.q, tid);
       load_token_rows<kWgChainThreads, CoreTiles::K>(p.k, n, tok0, live_rows(c), j, st.k, tid);
     }
   };
 
+  if (copier) {  // the copies of each chunk after the barrier that frees its stage, then gone
+    if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
+    for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+      sync_with_copier();  // chunk c - 1 is done with the other stage
+      if (lane == 0 && c + 1 < run.c_end) issue(int(c - run.c_begin + 1) & 1, c + 1);
+    }
+    return;
+  }
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
@@ -904,7 +927,7 @@ __global__ void __launch_bounds__(kPass1 ? 2 * kWgChainThreads : kWgChainThreads
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
-      sync();  // chunk c - 1 is done with the other stage
+      sync_with_copier();  // chunk c - 1 is done with the other stage
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
@@ -1197,10 +1220,10 @@ cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& map
   if (runs_wgmma_chain(p) && p.seg_pass == 1) {  // paired: one CTA for a middle segment's R and A
     const dim3 pass1(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments)));
     (ckpt ? chunk_chain_wgmma_kernel<M, true, true> : chunk_chain_wgmma_kernel<M, true, false>)
-        <<<pass1, dim3(2 * kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+        <<<pass1, dim3(wg_chain_threads(true)), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (runs_wgmma_chain(p)) {
     (ckpt ? chunk_chain_wgmma_kernel<M, false, true> : chunk_chain_wgmma_kernel<M, false, false>)
-        <<<grid, dim3(kWgChainThreads), kWgChainSmemBytes, stream>>>(p, maps);
+        <<<grid, dim3(wg_chain_threads(false)), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (ckpt) {  // (the host sends such calls to the fused kernel)
     return cudaErrorInvalidValue;
   } else if (p.chain_split == 1)
