@@ -145,14 +145,6 @@ __device__ __forceinline__ void arrive(int id) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kWsThreads) : "memory");
 }
 __device__ __forceinline__ void wait(int id) { named_barrier(id, kWsThreads); }
-template <int kRegs>
-__device__ __forceinline__ void registers_up() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
-template <int kRegs>
-__device__ __forceinline__ void registers_down() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
 
 // A Kc^T for the token columns [j0, +32) of the chunk (m64n32, one warpgroup; warp w % 4 has
 // the rows [16 (w % 4), +16)), A = Qc or Kc: both operands from the swizzled tiles, committed as
@@ -369,7 +361,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   if (warp >= kWarps) {
     // ---- the preparation (warps 8..11): chunk c's gates, norms, m, P and X while the chain
     // works on chunk c - 1
-    ws::registers_down<kWsPrepRegs>();
+    registers_down<kWsPrepRegs>();
     const int w = warp - kWarps, ptid = tid - kWsChainThreads;
     const auto prep_sync = [] { named_barrier(ws::kBarPrep, kWsPrepThreads); };
     // P's range is checked unless the norms bound it: |P| <= |scale| with qk_l2norm
@@ -470,7 +462,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 
   // ---- the chain (warps 0..7)
-  ws::registers_up<kWsChainRegs>();
+  registers_up<kWsChainRegs>();
   const int g = lane >> 2, q = lane & 3;
   const auto chain_sync = [] { named_barrier(ws::kBarChain, kWsChainThreads); };
   float S[16][4];  // the state's rows [16 warp, +16), all K columns, times 2^-sigma

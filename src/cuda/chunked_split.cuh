@@ -807,19 +807,22 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // that carry the true state (those that write o: whole sequences, windows, segment 0 in pass 1,
 // pass 2) store it after the chunks that ask (store_checkpoint); a sequence whose snapshot
 // indices checkpoint_index_check_kernel found invalid writes nothing.
-// The other instances (one run a CTA) take a copier warp beside the warpgroup
-// (wg_chain_threads): it issues each chunk's bulk copies and TMA loads as soon as the barrier that
-// opens the step before frees their stage, so that no warp of the warpgroup carries them into the
-// step's first product (where the other three waited for it: 13% of the chain's samples).
+// A copier warp beside the warpgroups (wg_chain_threads) issues each chunk's bulk copies and TMA
+// loads as soon as the barrier that opens the step before frees their stage, so that no warp of
+// the warpgroups carries them into the step's first product (where the other three waited for
+// it: 13% of the chain's samples).
 template <class M, bool kPass1, bool kCheckpoints>
 __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  const int wg = kPass1 ? int(threadIdx.x) / kWgChainThreads : 0;  // the warpgroup
-  const int tid = kPass1 ? int(threadIdx.x) % kWgChainThreads : int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-  const bool copier = !kPass1 && int(threadIdx.x) >= kWgChainThreads;  // the copier warp
+  constexpr int kWorkers = wg_chain_workers(kPass1);                // the warpgroups' threads
+  const bool copier = int(threadIdx.x) >= kWorkers;                  // the copier warp('s warpgroup)
+  const bool idle = kPass1 && int(threadIdx.x) >= kWorkers + 32;     // pass 1: its other warps
+  const int wg = !kPass1 || copier ? 0 : int(threadIdx.x) / kWgChainThreads;  // the warpgroup (the copier's run: 0's)
+  // (the copier's tid is kWorkers + lane: never a warpgroup's thread 0)
+  const int tid = int(threadIdx.x) - wg * kWgChainThreads, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const ChainCta cta = chain_cta<kVSplit>(p);
   if (kPass1 && cta.role == 0 && wg == 1) return;  // segment 0 has no transition to run
@@ -829,10 +832,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     named_barrier(1, threads);
   };
   const auto sync_with_copier = [&] {  // the step's first barrier: the copier too
-    if constexpr (kPass1)
-      named_barrier(1, threads);
-    else
-      named_barrier(2, wg_chain_threads(false));
+    named_barrier(2, threads + 32);
   };
   const int64_t n = cta.n;
   const int h = cta.h, j = cta.j;
@@ -863,17 +863,16 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     mbarrier_init(&s.full[1], 1);
     fence_mbarrier_init();
   }
-  sync_with_copier();
+  if (!idle) sync_with_copier();
 
   const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   const bool tma = maps.on != 0;
   const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
   const int seq = p.cu_seqlens ? 0 : int(n);  // the maps' sequence coordinate
-  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. One thread
-  // issues the copies (issue: the copier's first lane, or in pass 1 thread 0 of warpgroup 0,
-  // whose run takes U whenever a run of the CTA does); warpgroup 0 copies the rows that come by
-  // cp.async (load).
+  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. The copier's
+  // first lane issues the copies (issue; its run is warpgroup 0's, which takes U whenever a run
+  // of the CTA does); warpgroup 0 copies the rows that come by cp.async (load).
   const auto issue = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
@@ -901,7 +900,6 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   const auto load = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
-    if (kPass1 && tid == 0 && wg == 0) issue(b, c);
     if (!by_tma(c) && wg == 0) {
       load_token_rows<kWgChainThreads, CoreTiles::Q>(p.q, n, tok0, live_rows(c), j, st.q, tid);
       load_token_rows<kWgChainThreads, CoreTiles::K>(p.k, n, tok0, live_rows(c), j, st.k, tid);
@@ -909,6 +907,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   };
 
   if (copier) {  // the copies of each chunk after the barrier that frees its stage, then gone
+    if constexpr (kPass1) {  // its warpgroup gives registers to the chain's (at the roles' split:
+      registers_down<kWgCopierRegs>();  // ptxas budgets each role's code by its setmaxnreg)
+      if (idle) return;
+    }
     if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
     for (int64_t c = run.c_begin; c < run.c_end; ++c) {
       sync_with_copier();  // chunk c - 1 is done with the other stage
@@ -916,6 +918,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     }
     return;
   }
+  if constexpr (kPass1) registers_up<kWgPairedChainRegs>();
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,

@@ -355,9 +355,15 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // stage. o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one
 // TMA box), two of them so that a store's read overlaps the next chunk.
 inline constexpr int kWgChainThreads = 128;
-// A chain CTA's threads: pass 1 of the sequence split two warpgroups (a middle segment's R and
-// A), the other launches one and a copier warp (chunk_chain_wgmma_kernel).
-constexpr int wg_chain_threads(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads + 32; }
+// A chain CTA's threads (chunk_chain_wgmma_kernel): one warpgroup and a copier warp; or, in pass
+// 1 of the sequence split, two warpgroups (a middle segment's R and A) and the copier as a third
+// warpgroup. ptxas budgets registers by whole warpgroups (two and a warp would get 168 a thread,
+// too few for the state, D and O: it serialises the products), so that warpgroup lowers its
+// registers to kWgCopierRegs and the chain's raise theirs to kWgPairedChainRegs (setmaxnreg);
+// its warps but the copier leave at once.
+constexpr int wg_chain_threads(bool pass1) { return pass1 ? 3 * kWgChainThreads : kWgChainThreads + 32; }
+constexpr int wg_chain_workers(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads; }
+inline constexpr int kWgPairedChainRegs = 232, kWgCopierRegs = 40;  // 2 x 128 x 232 + 128 x 40 <= 65536
 struct WgChainStage {
   uint16_t q[kC * kK];  // [C, K] Qc, CoreTiles::Q (128-byte swizzled: the stage at a 1024-byte boundary)
   uint16_t k[kC * kK];  // [C, K] Kc, CoreTiles::K

@@ -45,6 +45,16 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_shared_for_wgmma() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// A warpgroup's registers per thread raised or lowered to kRegs (setmaxnreg: every warp of the
+// warpgroup executes it; a raise waits until lowered registers of other warpgroups free the room).
+template <int kRegs>
+__device__ __forceinline__ void registers_up() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void registers_down() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
 
 // Shared-memory matrix descriptors: start address, LBO and SBO in 16-byte units, the layout
 // type in bits 62..63. A k-step's descriptor is its tile's plus the step's byte offset / 16 in
