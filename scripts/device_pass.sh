@@ -37,6 +37,8 @@
 #              builds ("lib NAME ...", default all), COMPARE_ENVS settings each build runs under
 #              ("VAR=x VAR2=y;VAR=z": each in turn), COMPARE_ARGS more bench_prefill.py options:
 #              how a change is measured against the build before it;
+#   boundary   (not in the default list) scripts/form_boundary.sh: the fused / split boundary of the
+#              chunked path's cost model, each case as chosen and with each form forced;
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
 #              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
@@ -227,6 +229,13 @@ if has compare; then  # the packed build (lib) and every --add-lib build, altern
     done
   done
   note "compare done ($(elapsed))"
+fi
+
+if has boundary; then  # the form model's boundary (scripts/form_boundary.sh)
+  note "== form boundary (gdn bench, ms: case, form, time)"
+  GDN=$BIN/gdn bash scripts/form_boundary.sh > "$WORK/boundary.log" 2>&1
+  cat "$WORK/boundary.log" >> "$SUMMARY"
+  note "boundary done ($(elapsed))"
 fi
 
 if has decode; then  # the packed build (lib) and every --add-lib build, alternating, the peer beside each

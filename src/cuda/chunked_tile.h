@@ -512,7 +512,7 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 
 // Which form runs a call: the cheapest by a cost model per chunk step of the longest chain (us,
 // H200, measured: docs/NOTES.md).
-//   fused      one CTA per (sequence, value head): kFusedStepUs per wave of CTAs.
+//   fused      one CTA per (sequence, value head): fused_step_us(wgmma) per wave of CTAs.
 //   split(s)   s chain CTAs per (sequence, value head) (chunked_tile.h's chain shapes): the
 //              prepare kernel's CTAs for every chunk of every head (prep_cta_us each,
 //              kPrepCtasPerSm per SM), then chain_step_us(s, wgmma) per wave of chain CTAs; or,
@@ -525,15 +525,19 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // Measured in one pass (Nsight Compute, 1 x 16384, Hv 32: 8192 prepare CTAs, 256 chain steps;
 // thirteenth session): prepare 344 us, the wgmma chain 541, the key-half chain 927, the full
 // chain 1,331, the fused kernel 1,918.
-// kFusedStepUs is the twelfth session's figure: the fused kernel is now about 6.5 us a step (4 x
-// 8192 0.851 ms in the seventeenth session, 0.834 in the eighteenth), but the split side reads as
-// much too high at the boundary (72 and 80 pairs: split 0.800 and 0.833 ms against fused 0.855
-// and 0.854, seventeenth session), and with 6.65 the model would take the fused kernel there
-// (bench/results/2026-12-01-session17/form-boundary.json).
+// Where the wgmma chain runs (sm_90a), the fused form is the warp-specialised kernel and the
+// two-CTA chain has its copier warp: kFusedWsStepUs and kWgChainStepUs are the twenty-fourth
+// session's figures, checked at the boundary (gdn bench, each form forced, 8192 tokens a sequence,
+// Hk/Hv 4/8: split against fused 0.428 / 0.648 ms at 48 pairs, 0.503 / 0.646 at 64, 0.741 / 0.652
+// at 72, 0.829 / 0.655 at 96; the model's estimates 3.97 and 5.78 us a chunk at 64 and 72 pairs
+// against 3.93 and 5.79 measured; bench/results/2026-12-01-session24/form-boundary.json). The
+// constants before them took the split form at 72 pairs, 11% slower. kFusedStepUs (the one-role
+// fused kernel) is the twelfth session's figure, for GPUs without wgmma.
 inline constexpr double kFusedStepUs = 7.6;        // 4 x 8192: 0.974 ms over 128 chunks (twelfth session)
+inline constexpr double kFusedWsStepUs = 5.2;      // warp-specialised: 4 x 8192 0.659 ms over 128 chunks
 inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
 inline constexpr double kPrepWgmmaCtaUs = 10.2;    // the wgmma chain's prepare kernel: 316 us (fourteenth session)
-inline constexpr double kWgChainStepUs = 2.1;      // the wgmma chain (sm_90a): 541 us / 256
+inline constexpr double kWgChainStepUs = 1.5;      // the wgmma chain (sm_90a): 377 us / 256 (copier warp)
 inline constexpr double kChainStepUs = 3.6;        // the key-half chain: 927 us / 256
 inline constexpr double kFullChainStepUs = 5.2;    // the full chain: 1,331 us / 256
 inline constexpr double kOverlapSlowdown = 1.08;   // the chain beside the preparation (1 x 65536)
@@ -542,6 +546,7 @@ inline constexpr double kOverlapSlowdown = 1.08;   // the chain beside the prepa
 constexpr double chain_step_us(int chain_split, bool wgmma) {
   return chain_split == 1 ? kFullChainStepUs : wgmma ? kWgChainStepUs : kChainStepUs;
 }
+constexpr double fused_step_us(bool wgmma) { return wgmma ? kFusedWsStepUs : kFusedStepUs; }
 constexpr double prep_cta_us(int chain_split, bool wgmma) {
   return chain_split != 1 && wgmma ? kPrepWgmmaCtaUs : kPrepCtaUs;
 }
@@ -561,7 +566,7 @@ constexpr FormChoice choose_form(int64_t sequence_heads, int sms, bool wgmma_cha
   FormChoice best;
   if (sms <= 0 || sequence_heads <= 0) return best;
   const auto waves = [&](int64_t ctas) { return double((ctas + sms - 1) / sms); };
-  best.us_per_chunk = waves(sequence_heads) * kFusedStepUs;
+  best.us_per_chunk = waves(sequence_heads) * fused_step_us(wgmma_chain);
   double best_serial = 1e300;
   for (int split : {kVSplit, 1}) {
     if (split == 1 && !full_chain) break;

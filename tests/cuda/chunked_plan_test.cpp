@@ -58,16 +58,25 @@ TEST(FormChoice, BenchmarkShapes) {
     EXPECT_EQ(chain(choose_form(8, 0, wgmma, overlap)), 0);           // no SM count: fused
     for (int64_t pairs : {1, 8, 32, 64, 128, 512, 4096}) {            // never dearer than the fused kernel
       const FormChoice f = choose_form(pairs, kSms, wgmma, overlap);
-      EXPECT_LE(f.us_per_chunk, double((pairs + kSms - 1) / kSms) * kFusedStepUs) << pairs;
+      EXPECT_LE(f.us_per_chunk, double((pairs + kSms - 1) / kSms) * fused_step_us(wgmma)) << pairs;
     }
   }
-  // 1 x 32768, Hv 64: the wgmma chain's one wave after the preparation (4.8 us a chunk) against
+  // 1 x 32768, Hv 64: the wgmma chain's one wave after the preparation (4.0 us a chunk) against
   // the full chain beside it (5.6); the key-half chain would take 6.3, so without wgmma the full
   // chain, and key halves when nothing overlaps
   EXPECT_EQ(chain(choose_form(64, kSms, true, overlap)), 2);
   const FormChoice hv64 = choose_form(64, kSms, false, overlap);
   EXPECT_EQ(chain(hv64), 1);
   EXPECT_EQ(hv64.serial_chain_split, 2);
+}
+
+// The boundary measured with the wgmma chain (twenty-fourth session, 8192 tokens a sequence, Hk/Hv
+// 4/8, each form forced): the split form faster at 48 and 64 pairs, the fused kernel at 72, 96 and
+// 128 (bench/results/2026-12-01-session24/form-boundary.json).
+TEST(FormChoice, MeasuredBoundary) {
+  const auto overlap = [](int) { return true; };
+  for (int64_t pairs : {48, 64}) EXPECT_TRUE(choose_form(pairs, kSms, true, overlap).split) << pairs;
+  for (int64_t pairs : {72, 96, 128}) EXPECT_FALSE(choose_form(pairs, kSms, true, overlap).split) << pairs;
 }
 
 // Calls with state checkpoints take the two-CTA chain or the fused kernel (the full chain
