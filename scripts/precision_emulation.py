@@ -13,7 +13,9 @@ o is rounded to bf16 at the end, as the kernels do. Plans:
           its bytes; not taken: the state's error with decay 2.2e-4 against 1.5e-10, o unchanged);
   bf16    every computed operand in bf16 (the peer's plan).
 Prints the relative L2 error of o and of the final state against the recurrence for each decay
-regime (g = logsigmoid(N(0,1)), none, near -20). Usage: precision_emulation.py [T] [seed]
+regime (g = logsigmoid(N(0,1)), none, near -20). Usage: precision_emulation.py [T] [seed] [io],
+io the inputs' and o's type: bf16 (the default) or f16 (the products' roundings then show
+beside o's own, which is 8 times smaller).
 """
 import sys
 
@@ -43,11 +45,15 @@ PLANS = {
 }
 
 
+IO = {"rnd": bf16}  # the inputs' and o's rounding (main: argv[3])
+
+
 def inputs(T, K, V, regime, rng):
-    q = bf16(rng.standard_normal((T, K)))
+    io = IO["rnd"]
+    q = io(rng.standard_normal((T, K)))
     k = rng.standard_normal((T, K))
-    k = bf16(k / np.linalg.norm(k, axis=1, keepdims=True))
-    v = bf16(rng.standard_normal((T, V)))
+    k = io(k / np.linalg.norm(k, axis=1, keepdims=True))
+    v = io(rng.standard_normal((T, V)))
     g = {"normal": -np.log1p(np.exp(-rng.standard_normal(T))), "none": np.zeros(T),
          "fast": -20 + 0.1 * rng.standard_normal(T)}[regime]
     beta = 1 / (1 + np.exp(-rng.standard_normal(T)))
@@ -95,7 +101,7 @@ def chunked(q, k, v, g, beta, scale, plan, C=64):
         W = r("W", np.exp(G)[:, None] * (r("Xw", X * b[None, :]) @ Kc))
         D = r("U", r("T", mask * X * b[None, :]) @ Vc) - W @ r("S_ws", S).T
         P = r("P", scale * mask * (Q @ Kc.T))
-        o[c0:c0 + C] = bf16(scale * np.exp(G)[:, None] * (Q @ r("S_qs", S).T) + P @ r("D_pd", D))
+        o[c0:c0 + C] = IO["rnd"](scale * np.exp(G)[:, None] * (Q @ r("S_qs", S).T) + P @ r("D_pd", D))
         S = np.exp(G[-1]) * S + (r("D_up", D) * np.exp(G[-1] - G)[:, None]).T @ Kc
     return o, S
 
@@ -103,8 +109,10 @@ def chunked(q, k, v, g, beta, scale, plan, C=64):
 def main():
     T = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    IO["rnd"] = {"bf16": bf16, "f16": f16}[sys.argv[3] if len(sys.argv) > 3 else "bf16"]
     rel = lambda x, ref: np.linalg.norm(x - ref) / np.linalg.norm(ref)
-    print(f"T = {T}, K = V = 128, seed {seed}: relative L2 error against the recurrence")
+    print(f"T = {T}, K = V = 128, seed {seed}, {IO['rnd'].__name__} inputs and o: relative L2 error "
+          "against the recurrence")
     print(f"{'decay':8s} {'plan':7s} {'o':>9s} {'state':>9s}")
     for regime in ["normal", "none", "fast"]:
         q, k, v, g, beta = inputs(T, 128, 128, regime, np.random.default_rng(seed))

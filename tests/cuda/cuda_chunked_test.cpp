@@ -288,7 +288,8 @@ std::string many_sequences(int count) {
 // one bf16 rounding step in a few elements, an f32 state by f32 roundings, a bf16 state by one
 // bf16 step in a few elements (measured: 2.9e-5). The wgmma chain (the split form's default on
 // sm_90a) forms S (-W)^T and D^T P^T in f16, as the warp-specialised fused kernel does, so it is
-// compared through the oracle as Forms.WarpSpecialisedMatchesOneRole compares that kernel.
+// compared through the oracle as Forms.WarpSpecialisedMatchesOneRole compares that kernel (with
+// its bounds: a quarter above the one-role kernel's errors with bf16 inputs, twice with f16).
 TEST(Forms, SplitMatchesFused) {
   GDN_SKIP_WITHOUT_GPU();
   const std::string many = many_sequences(300) + ",Hk=1,Hv=2,K=128,V=128,dtype=bf16,pool=310,pad=3";
@@ -317,8 +318,9 @@ TEST(Forms, SplitMatchesFused) {
       if (f.chain == nullptr && f.form == std::string("split2")) {  // the library's chain: wgmma on sm_90a
         const Errors e = check_outputs(pristine, split, oracle);
         EXPECT_TRUE(e.pass(chunked_tolerance(c))) << f.name << ": " << chunked_report(c, e);
-        EXPECT_LE(e.o, 1.25 * e_fused.o + 1e-4) << text << ", " << f.name;
-        EXPECT_LE(e.final_state, 1.25 * e_fused.final_state + 1e-5) << text << ", " << f.name;
+        const double ratio = c.dtype == GDN_DTYPE_F16 ? 2.0 : 1.25;  // as WarpSpecialisedMatchesOneRole
+        EXPECT_LE(e.o, ratio * e_fused.o + 1e-4) << to_string(c) << ", " << f.name;
+        EXPECT_LE(e.final_state, ratio * e_fused.final_state + 1e-5) << to_string(c) << ", " << f.name;
         continue;
       }
       EXPECT_LE(rel_l2_tensors(split.o, fused.o), 1e-3) << text << ", " << f.name;
@@ -364,9 +366,13 @@ TEST(Forms, FusedTmaMatchesCpAsync) {
 // of two computed operands in f16 (S (-W)^T, D^T P^T: chunked_range.cuh) where the one-role
 // kernel uses bf16 hi + lo pairs, so the two differ by about their errors (up to 1e-3 in a
 // state without decay) and are compared through the oracle instead: the warp-specialised
-// kernel's errors at most a quarter above the one-role kernel's (f64 emulation of both plans:
-// equal with decay, 0.7x to 0.9x of them without), with packed partial chunks (cp.async in
-// both) and no decay (where differences in S last).
+// kernel's errors at most a quarter above the one-role kernel's with bf16 inputs (f64 emulation
+// of both plans, scripts/precision_emulation.py: equal with decay, 0.7x to 0.9x of them without)
+// and at most twice them with f16 inputs, whose o rounds 8 times finer so that the f16 products'
+// roundings show (the emulation at 256 tokens with decay: o 3.6e-4 to 3.7e-4 against 2.2e-4 to
+// 2.35e-4, 1.6x to 1.7x; a device run read 3.70e-4 against 2.09e-4 in the packed f16 case), with
+// packed partial chunks (cp.async in both) and no decay (where differences in S last). Failures
+// name the case with its seed (GDN_TEST_SEED reruns it).
 TEST(Forms, WarpSpecialisedMatchesOneRole) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
@@ -387,8 +393,9 @@ TEST(Forms, WarpSpecialisedMatchesOneRole) {
       e[i] = check_outputs(pristine, in, oracle);
       EXPECT_TRUE(e[i].pass(chunked_tolerance(c))) << "GDN_CHUNKED_WS=" << ws_setting[i] << ": " << chunked_report(c, e[i]);
     }
-    EXPECT_LE(e[0].o, 1.25 * e[1].o + 1e-4) << text;
-    EXPECT_LE(e[0].final_state, 1.25 * e[1].final_state + 1e-5) << text;
+    const double ratio = c.dtype == GDN_DTYPE_F16 ? 2.0 : 1.25;
+    EXPECT_LE(e[0].o, ratio * e[1].o + 1e-4) << to_string(c);
+    EXPECT_LE(e[0].final_state, ratio * e[1].final_state + 1e-5) << to_string(c);
   }
 }
 
