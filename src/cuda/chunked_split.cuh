@@ -876,24 +876,22 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   const auto issue = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
-    {
-      constexpr uint32_t kBoxBytes = kC * 64 * 2;
-      const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
-      // the prepared tiles but P's lo half (P is one f16 value for this chain: PreparedTiles)
-      constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
-      constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
-      static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
-      const uint32_t bytes = kHead + kTail + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) + (by_tma(c) ? 4 * kBoxBytes : 0u);
-      mbarrier_arrive_expect(&s.full[b], bytes);
-      bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
-      bulk_load(&st.tiles.G[0], &pc.tiles.G[0], kTail, &s.full[b]);
-      if (run.use_u) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
-      if (by_tma(c)) {
+    constexpr uint32_t kBoxBytes = kC * 64 * 2;
+    const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
+    // the prepared tiles but P's lo half (P is one f16 value for this chain: PreparedTiles)
+    constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
+    constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
+    static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
+    const uint32_t bytes = kHead + kTail + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) + (by_tma(c) ? 4 * kBoxBytes : 0u);
+    mbarrier_arrive_expect(&s.full[b], bytes);
+    bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
+    bulk_load(&st.tiles.G[0], &pc.tiles.G[0], kTail, &s.full[b]);
+    if (run.use_u) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
+    if (by_tma(c)) {
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          tma_load_4d(st.q + half * kC * 64, &maps.q, &s.full[b], 64 * half, j, int(tok0), seq);
-          tma_load_4d(st.k + half * kC * 64, &maps.k, &s.full[b], 64 * half, j, int(tok0), seq);
-        }
+      for (int half = 0; half < 2; ++half) {
+        tma_load_4d(st.q + half * kC * 64, &maps.q, &s.full[b], 64 * half, j, int(tok0), seq);
+        tma_load_4d(st.k + half * kC * 64, &maps.k, &s.full[b], 64 * half, j, int(tok0), seq);
       }
     }
   };
