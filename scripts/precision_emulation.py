@@ -45,11 +45,7 @@ PLANS = {
 }
 
 
-IO = {"rnd": bf16}  # the inputs' and o's rounding (main: argv[3])
-
-
-def inputs(T, K, V, regime, rng):
-    io = IO["rnd"]
+def inputs(T, K, V, regime, rng, io):
     q = io(rng.standard_normal((T, K)))
     k = rng.standard_normal((T, K))
     k = io(k / np.linalg.norm(k, axis=1, keepdims=True))
@@ -87,7 +83,7 @@ def inverse(m, rnd):
     return f32(X)
 
 
-def chunked(q, k, v, g, beta, scale, plan, C=64):
+def chunked(q, k, v, g, beta, scale, plan, io, C=64):
     r = lambda name, x: ROUND[plan[name]](x) if name in plan else x
     S = np.zeros((v.shape[1], q.shape[1]))
     o = np.zeros((q.shape[0], v.shape[1]))
@@ -101,7 +97,7 @@ def chunked(q, k, v, g, beta, scale, plan, C=64):
         W = r("W", np.exp(G)[:, None] * (r("Xw", X * b[None, :]) @ Kc))
         D = r("U", r("T", mask * X * b[None, :]) @ Vc) - W @ r("S_ws", S).T
         P = r("P", scale * mask * (Q @ Kc.T))
-        o[c0:c0 + C] = IO["rnd"](scale * np.exp(G)[:, None] * (Q @ r("S_qs", S).T) + P @ r("D_pd", D))
+        o[c0:c0 + C] = io(scale * np.exp(G)[:, None] * (Q @ r("S_qs", S).T) + P @ r("D_pd", D))
         S = np.exp(G[-1]) * S + (r("D_up", D) * np.exp(G[-1] - G)[:, None]).T @ Kc
     return o, S
 
@@ -109,16 +105,16 @@ def chunked(q, k, v, g, beta, scale, plan, C=64):
 def main():
     T = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    IO["rnd"] = {"bf16": bf16, "f16": f16}[sys.argv[3] if len(sys.argv) > 3 else "bf16"]
+    io = {"bf16": bf16, "f16": f16}[sys.argv[3] if len(sys.argv) > 3 else "bf16"]
     rel = lambda x, ref: np.linalg.norm(x - ref) / np.linalg.norm(ref)
-    print(f"T = {T}, K = V = 128, seed {seed}, {IO['rnd'].__name__} inputs and o: relative L2 error "
+    print(f"T = {T}, K = V = 128, seed {seed}, {io.__name__} inputs and o: relative L2 error "
           "against the recurrence")
     print(f"{'decay':8s} {'plan':7s} {'o':>9s} {'state':>9s}")
     for regime in ["normal", "none", "fast"]:
-        q, k, v, g, beta = inputs(T, 128, 128, regime, np.random.default_rng(seed))
+        q, k, v, g, beta = inputs(T, 128, 128, regime, np.random.default_rng(seed), io)
         o_ref, S_ref = recurrent(q, k, v, g, beta, 128 ** -0.5)
         for name, plan in PLANS.items():
-            o, S = chunked(q, k, v, g, beta, 128 ** -0.5, plan)
+            o, S = chunked(q, k, v, g, beta, 128 ** -0.5, plan, io)
             print(f"{regime:8s} {name:7s} {rel(o, o_ref):9.2e} {rel(S, S_ref):9.2e}")
 
 
