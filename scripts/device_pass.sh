@@ -55,6 +55,7 @@
 #                                               # for .devcache beside it; phases chunked, prefill,
 #                                               # tool, compare, kernels, profile)
 #   bash scripts/device_pass.sh --add-lib NAME FILE   # another build's libgdn.so, for compare
+#                                               # (scripts/commit_libs.sh builds one a commit)
 #   run(command="bash scripts/device_pass.sh [PHASE ...]", carry=[".whl", ".devbuild", ".devdeps", ".devcache"],
 #       timeout_s=580)
 # What comes back ($OUT, at most 8 files): summary.txt, logs.tgz, the results JSON files, and
