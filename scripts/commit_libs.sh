@@ -7,7 +7,7 @@
 #   bash scripts/device_pass.sh --pack --slim
 #   bash scripts/commit_libs.sh A B | while read -r name file; do
 #     bash scripts/device_pass.sh --add-lib "$name" "$file"; done
-# NAME is the short sha. Two cores take about five minutes a commit.
+# NAME is the short sha. Two cores take about a minute a commit (the library target alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: $0 COMMIT..." >&2; exit 2; }
