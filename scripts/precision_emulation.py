@@ -5,10 +5,10 @@ Each computed operand of the chunked form can be kept exact (f32 or a bf16 hi + 
 16 significant bits are exact at this scale) or rounded once to bf16 or f16 where it enters a
 product; inputs are bf16 (q ~ N(0,1), k L2-normalised, v ~ N(0,1), beta = sigmoid(N(0,1))) and
 o is rounded to bf16 at the end, as the kernels do. Plans:
-  pairs   the one-role fused kernel and the split form: -W and Xw bf16, S bf16 in S Qc^T only,
-          every other computed operand as pairs;
-  f16     the warp-specialised kernel: as pairs, but -W, S (in S (-W)^T), P and D (in D^T P^T)
-          in f16, and the inverse's merges with f16 operands;
+  pairs   the one-role fused kernel and the split form off sm_90a: -W and Xw bf16, S bf16 in
+          S Qc^T only, every other computed operand as pairs;
+  f16     the warp-specialised kernel and the split form on sm_90a: as pairs, but -W, S (in
+          S (-W)^T), P and D (in D^T P^T) in f16, and the inverse's merges with f16 operands;
   f16+U16 as f16, with U = T Vc rounded to f16 too (the split form's prepared U in f16: half
           its bytes; not taken: the state's error with decay 2.2e-4 against 1.5e-10, o unchanged);
   bf16    every computed operand in bf16 (the peer's plan).

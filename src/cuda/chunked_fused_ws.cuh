@@ -188,91 +188,6 @@ __device__ __forceinline__ void row_norms_warpgroup(const uint16_t* tile, float*
   }
 }
 
-// mma.m16n8k16 fragments (f16) of f32 tiles in shared memory, each value rounded to f16: A, a
-// 16 x 16 block from `a` (rows ld floats apart); B, a 16 x 8 block B[k][n] = b[k ld + n].
-__device__ __forceinline__ void a_fragment_f32(const float* a, int ld, int lane, uint32_t (&frag)[4]) {
-  const int g = lane >> 2, q = lane & 3;
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const float2 v = *reinterpret_cast<const float2*>(a + (g + 8 * (r & 1)) * ld + 2 * q + 8 * (r >> 1));
-    frag[r] = MmaF16::pack(v.x, v.y);
-  }
-}
-__device__ __forceinline__ void b_fragment_f32(const float* b, int ld, int lane, uint32_t& b0, uint32_t& b1) {
-  const int g = lane >> 2, q = lane & 3;
-  b0 = MmaF16::pack(b[(2 * q) * ld + g], b[(2 * q + 1) * ld + g]);
-  b1 = MmaF16::pack(b[(2 * q + 8) * ld + g], b[(2 * q + 9) * ld + g]);
-}
-// -z (m16n8 accumulators) to the 16 x 8 block at `to` (rows ld floats apart).
-__device__ __forceinline__ void store_negated(float* to, int ld, int lane, const float (&z)[4]) {
-  const int g = lane >> 2, q = lane & 3;
-  *reinterpret_cast<float2*>(to + g * ld + 2 * q) = make_float2(-z[0], -z[1]);
-  *reinterpret_cast<float2*>(to + (g + 8) * ld + 2 * q) = make_float2(-z[2], -z[3]);
-}
-
-// The inverse's merges on tensor cores in f16 (mma.sync, f32 accumulators), by one warpgroup (w
-// = 0..3), m and X in the same buffer (X formed over m in place): each merge reads its m block
-// first, and a barrier (sync(), the warpgroup's) separates those reads from the stores of X over
-// it. The operands are rounded to f16 (X's entries are at most 1 in magnitude, m's beta_i kn_i .
-// kn_j): f64 emulation of the whole chunked form, o and the state unchanged to four digits
-// against f32 merges. As f32 sums on CUDA cores they took about a third of the preparation's time
-// (short-scoreboard bound on their shared loads, Nsight Compute); as 3xTF32 products they
-// waited on the tensor pipe behind the chain's wgmma, at six times today's products.
-//   X_ij = -(X_ii m_ij) X_jj   (i, j) = (1, 0), (3, 2)   16 x 16: warps 2 pm, 2 pm + 1, an
-//                                                        8-column tile each
-//   X_BA = -(X_BB m_BA) X_AA   A = [0, 32), B = [32, 64) 32 x 32: warp w the rows 16 (w >> 1),
-//                                                        columns 16 (w & 1) of B x A
-// (the left product X_ii m_ij in registers becomes the A operand of the right one).
-template <class Sm, class Sync>
-__device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane, Sync&& sync) {
-  {
-    const int pm = w >> 1, half = w & 1;
-    const int i0 = 32 * pm + 16, j0 = 32 * pm;
-    float y[2][4] = {};  // X_ii m_ij, [16, 16]
-    uint32_t a[4], b0, b1;
-    a_fragment_f32(&s.x[i0][i0], kLdF, lane, a);
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      b_fragment_f32(&s.m[i0][j0 + 8 * t], kLdF, lane, b0, b1);
-      MmaF16::mma(y[t], a, b0, b1);
-    }
-    sync();  // m_ij read
-    float z[4] = {};
-    acc_to_a<MmaF16>(y, 0, a);
-    b_fragment_f32(&s.x[j0][j0 + 8 * half], kLdF, lane, b0, b1);
-    MmaF16::mma(z, a, b0, b1);
-    store_negated(&s.x[i0][j0 + 8 * half], kLdF, lane, z);
-  }
-  sync();  // X_AA and X_BB complete
-  const int r0 = 32 + 16 * (w >> 1), c0 = 16 * (w & 1);
-  float y[4][4] = {};  // rows [r0, +16) of X_BB m_BA, [16, 32]
-#pragma unroll
-  for (int ks = 0; ks < 2; ++ks) {
-    uint32_t a[4];
-    a_fragment_f32(&s.x[r0][32 + 16 * ks], kLdF, lane, a);
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      uint32_t b0, b1;
-      b_fragment_f32(&s.m[32 + 16 * ks][8 * t], kLdF, lane, b0, b1);
-      MmaF16::mma(y[t], a, b0, b1);
-    }
-  }
-  sync();  // m_BA read
-  float z[2][4] = {};
-#pragma unroll
-  for (int ks = 0; ks < 2; ++ks) {
-    uint32_t a[4];
-    acc_to_a<MmaF16>(y, ks, a);
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      uint32_t b0, b1;
-      b_fragment_f32(&s.x[16 * ks][c0 + 8 * t], kLdF, lane, b0, b1);
-      MmaF16::mma(z[t], a, b0, b1);
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < 2; ++t) store_negated(&s.x[r0][c0 + 8 * t], kLdF, lane, z[t]);
-}
 }  // namespace ws
 #endif
 
@@ -423,7 +338,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
       if (p.l2norm) ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
       prep_sync();  // every diagonal block (and the query norms)
-      ws::merge_inverse_blocks_mma(inverse, w, lane, prep_sync);
+      merge_inverse_blocks_mma(inverse, w, lane, prep_sync);
       wgmma_wait<0>();
       uint16_t* p_hi = &s.p_slot[buf][0][0];
       const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale

@@ -220,8 +220,10 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 // their epilogue with the head's gates, the inverse, T and Xw, -W and U on wgmma
 // (wgmma_minus_w_new_values). P goes straight to the prepared chunk, -W is already in its
 // layout (one contiguous copy), U^T's accumulators are the mma.sync kernel's fragments. The
-// same sums in the same precision as the mma.sync kernel above, which GDN_CHUNKED_PREPARE=mma
-// runs instead. Two instances: kGroup for p.prep_heads > 1, and one head a CTA (without the
+// same sums as the mma.sync kernel above (GDN_CHUNKED_PREPARE=mma runs it instead), but the
+// inverse's merges take f16 operands on one warpgroup (merge_inverse_blocks_mma, as the
+// warp-specialised fused kernel's; 3xTF32 there: 15.6% of this kernel's samples, Nsight
+// Compute, fourteenth session). Two instances: kGroup for p.prep_heads > 1, and one head a CTA (without the
 // loop's live values: 118 registers against 128).
 template <class M, bool kGroup>
 __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
@@ -314,7 +316,9 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
                                    // the kernel 5% slower, its wait for them 22 -> 25% of the samples)
     if (warp == kGateWarp && i + 1 < heads)
       chunk_gates(p, s.G_next, s.beta_next, head_gate(p, h_next), gates_next, pc.rows, lane);
-    invert_unit_lower(s, warp, lane);
+    invert_diagonal_blocks(s, warp, lane);
+    __syncthreads();  // every diagonal block of X
+    if (warp < 4) merge_inverse_blocks_mma(s, warp, lane, [] { named_barrier(1, 128); });
     __syncthreads();  // X is complete, m is dead: T takes its place, Xw the merge scratch's
     gate_inverse<M, CoreTiles>(s, tid);  // T's blocks on and below the diagonal
     {  // and its six above it as zeros (wgmma reads them; m had their space): 4 core matrices of
