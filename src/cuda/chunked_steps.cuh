@@ -667,8 +667,14 @@ __device__ __forceinline__ void store_negated(float* to, int ld, int lane, const
 //   X_BA = -(X_BB m_BA) X_AA   A = [0, 32), B = [32, 64) 32 x 32: warp w the rows 16 (w >> 1),
 //                                                        columns 16 (w & 1) of B x A
 // (the left product X_ii m_ij in registers becomes the A operand of the right one).
+// active false: the warp only takes the barriers (sync() a whole-CTA barrier, the other warps
+// idle through the merges with it).
 template <class Sm, class Sync>
-__device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane, Sync&& sync) {
+__device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane, Sync&& sync, bool active = true) {
+  if (!active) {
+    sync(), sync(), sync();
+    return;
+  }
   {
     const int pm = w >> 1, half = w & 1;
     const int i0 = 32 * pm + 16, j0 = 32 * pm;
