@@ -39,6 +39,8 @@
 #              how a change is measured against the build before it;
 #   boundary   (not in the default list) scripts/form_boundary.sh: the fused / split boundary of the
 #              chunked path's cost model, each case as chosen and with each form forced;
+#   coresidence (not in the default list) bench/coresidence_lab.cu: whether a prepare-shaped CTA
+#              runs beside a chain-shaped CTA on one SM, for a few register plans (seconds);
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
 #              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
@@ -73,6 +75,7 @@ if [ "${1:-}" = "--pack" ]; then
   rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
   if [ "${2:-}" = "--slim" ]; then
     cp -L "$B"/bin/gdn "$B"/bin/cuda_chunked_test .devbuild/bin/
+    cp -L "$B"/bin/gdn_*_lab .devbuild/bin/ 2>/dev/null  # small; phases wgmma, chainlab, coresidence
   else
     cp -L "$B"/bin/* .devbuild/bin/  # gdn_decode_lab among them when built with GDN_CUDA
     [ -x .devbuild/bin/gdn_decode_lab ] || echo "note: $B/bin/gdn_decode_lab not built (phase lab needs it)"
@@ -270,6 +273,12 @@ if has chainlab; then
   timeout 60 "$BIN/gdn_chain_lab" > "$WORK/lab/chain.log" 2>&1
   note "== chain lab: rc=$? ($(elapsed))"
   cat "$WORK/lab/chain.log" >> "$SUMMARY"
+fi
+
+if has coresidence; then
+  timeout 60 "$BIN/gdn_coresidence_lab" > "$WORK/lab/coresidence.log" 2>&1
+  note "== coresidence lab: rc=$? ($(elapsed))"
+  cat "$WORK/lab/coresidence.log" >> "$SUMMARY"
 fi
 
 if has kernels; then  # each chunked kernel's duration (Nsight Compute, one launch at a time)
