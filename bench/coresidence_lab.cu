@@ -4,8 +4,8 @@
 // spins for a fixed time and records its SM and start and end (globaltimer); the report counts
 // the "prepare" CTAs that started on an SM while a "chain" CTA was running there.
 //   chain shapes: 5 warps at about 200 registers (the chain with its copier warp), 4 warps at
-//   about 200, and 8 warps launched at 112 with setmaxnreg (warpgroup 0 up to 200, warpgroup 1
-//   down to 24: the same 28,672 registers as 4 x 200 + 4 x 24 a warp's 32 lanes).
+//   about 200, and 8 warps launched at 128 with setmaxnreg (warpgroup 0 up to 216, warpgroup 1
+//   down to 40: the chain kernel's plan, chunked_tile.h).
 // The register file is split between the SM's four sub-partitions, one warp's registers in its
 // own: that is the question this lab answers. sm_90a only (setmaxnreg).
 #include <cuda_runtime.h>
@@ -75,11 +75,11 @@ __global__ void __launch_bounds__(kThreads, 1) plain_kernel(Span* spans, float* 
   spin_and_record<kLive>(spans, sink, ns);
 }
 
-// 8 warps launched at 112 registers, warpgroup 0 raised to 200, warpgroup 1 lowered to 24
-__global__ void __maxnreg__(112) split_kernel(Span* spans, float* sink,
+// 8 warps launched at 128 registers, warpgroup 0 raised to 216, warpgroup 1 lowered to 40
+__global__ void __maxnreg__(128) split_kernel(Span* spans, float* sink,
                                                                         unsigned long long ns) {
   if (threadIdx.x >= 128) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     extern __shared__ float smem[];
     const unsigned long long start = now_ns();
     while (now_ns() < start + ns) {
@@ -88,19 +88,27 @@ __global__ void __maxnreg__(112) split_kernel(Span* spans, float* sink,
     __syncthreads();
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 200;\n");
-  spin_and_record<188>(spans, sink, ns);
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n");
+  spin_and_record<204>(spans, sink, ns);
 }
 
-constexpr int kChainSmem = 134176;  // the branch's chain CTA
-constexpr int kPrepSmem = 94720;    // the branch's prepare CTA
+// a chain-shaped and a prepare-shaped CTA's shared memory (dynamic and static together)
+struct Sizes {
+  int chain, prep;
+};
+constexpr Sizes kFirstPlan{134176, 94720};                // one Qc buffer; the group prepare CTA
+constexpr Sizes kVOverQ{150544 + 2176, 78336 + 128};      // both Qc buffers; the one-head CTA, v over q
+constexpr Sizes kVOverQLess1K{150544 + 2176 - 1152, 78336 + 128};  // the same, 1,152 bytes fewer
 
-template <class Kernel>
-int run_case(const char* name, Kernel chain, int chain_threads, int sms, Span* d_chain, Span* d_prep, float* sink) {
+// prep_first: the prepare-shaped grid launched first (as an overlapped window's next
+// preparation may be), the chain-shaped one while it runs
+template <class Kernel, class PrepKernel>
+int run_case(const char* name, Kernel chain, int chain_threads, PrepKernel prep, Sizes sizes, bool prep_first, int sms,
+             Span* d_chain, Span* d_prep, float* sink) {
   const int chain_ctas = sms / 2, prep_ctas = 4 * sms;
+  const int kChainSmem = sizes.chain, kPrepSmem = sizes.prep;
   CHECK(cudaFuncSetAttribute(chain, cudaFuncAttributeMaxDynamicSharedMemorySize, kChainSmem));
   CHECK(cudaFuncSetAttribute(chain, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  auto prep = plain_kernel<256, 118>;
   CHECK(cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem));
   CHECK(cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   cudaFuncAttributes ca{}, pa{};
@@ -112,9 +120,10 @@ int run_case(const char* name, Kernel chain, int chain_threads, int sms, Span* d
   CHECK(cudaStreamCreateWithPriority(&s_chain, cudaStreamNonBlocking, hi));
   CHECK(cudaStreamCreateWithPriority(&s_prep, cudaStreamNonBlocking, lo));
   for (int rep = 0; rep < 2; ++rep) {  // the first a warm-up
-    // the chain first, on every other SM's worth (as an overlapped window's), then the preparation
+    // the chain on half the SMs' worth (as an overlapped window's), the preparation beside
+    if (prep_first) prep<<<prep_ctas, 256, kPrepSmem, s_prep>>>(d_prep, sink, 20000ull);
     chain<<<chain_ctas, chain_threads, kChainSmem, s_chain>>>(d_chain, sink, 200000ull);
-    prep<<<prep_ctas, 256, kPrepSmem, s_prep>>>(d_prep, sink, 20000ull);
+    if (!prep_first) prep<<<prep_ctas, 256, kPrepSmem, s_prep>>>(d_prep, sink, 20000ull);
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
   }
@@ -131,7 +140,7 @@ int run_case(const char* name, Kernel chain, int chain_threads, int sms, Span* d
         ++beside;
         break;
       }
-  std::printf("%-34s chain %3d regs %6d B | prepare %3d regs %6d B | %4d of %4d prepare CTAs beside a chain CTA;"
+  std::printf("%-52s chain %3d regs %6d B | prepare %3d regs %6d B | %4d of %4d prepare CTAs beside a chain CTA;"
               " chain ends %7.1f us, preparation %7.1f us\n",
               name, ca.numRegs, int(ca.sharedSizeBytes) + kChainSmem, pa.numRegs, int(pa.sharedSizeBytes) + kPrepSmem,
               beside, prep_ctas, (chain_end - t0) * 1e-3, (prep_end - t0) * 1e-3);
@@ -158,9 +167,19 @@ int main() {
   CHECK(cudaMalloc(&d_prep, sizeof(Span) * 4 * sms));
   CHECK(cudaMalloc(&sink, 4096));
   int rc = 0;
-  rc |= run_case("5 warps, ~200 regs (the chain now)", plain_kernel<160, 188>, 160, sms, d_chain, d_prep, sink);
-  rc |= run_case("5 warps, ~128 regs", plain_kernel<160, 116>, 160, sms, d_chain, d_prep, sink);
-  rc |= run_case("4 warps, ~200 regs", plain_kernel<128, 188>, 128, sms, d_chain, d_prep, sink);
-  rc |= run_case("8 warps, 112 -> 200 / 24 setmaxnreg", split_kernel, 256, sms, d_chain, d_prep, sink);
+  const auto prep128 = plain_kernel<256, 118>;  // 128 registers (the group prepare kernel's count)
+  const auto prep112 = plain_kernel<256, 102>;  // about 112 (the one-head kernel's)
+  rc |= run_case("5 warps, ~200 regs", plain_kernel<160, 188>, 160, prep128, kFirstPlan, false, sms, d_chain, d_prep, sink);
+  rc |= run_case("5 warps, ~128 regs", plain_kernel<160, 116>, 160, prep128, kFirstPlan, false, sms, d_chain, d_prep, sink);
+  rc |= run_case("4 warps, ~200 regs", plain_kernel<128, 188>, 128, prep128, kFirstPlan, false, sms, d_chain, d_prep, sink);
+  rc |= run_case("8 warps, 128 -> 216 / 40", split_kernel, 256, prep128, kFirstPlan, false, sms, d_chain, d_prep, sink);
+  rc |= run_case("8 warps, 128 -> 216 / 40; v over q sizes", split_kernel, 256, prep112, kVOverQ, false, sms, d_chain,
+                 d_prep, sink);
+  rc |= run_case("8 warps, 128 -> 216 / 40; v over q sizes, prep first", split_kernel, 256, prep112, kVOverQ, true, sms,
+                 d_chain, d_prep, sink);
+  rc |= run_case("8 warps; v over q sizes less 1,152 B", split_kernel, 256, prep112, kVOverQLess1K, false, sms, d_chain,
+                 d_prep, sink);
+  rc |= run_case("8 warps; v over q sizes less 1,152 B, prep first", split_kernel, 256, prep112, kVOverQLess1K, true, sms,
+                 d_chain, d_prep, sink);
   return rc;
 }
