@@ -536,7 +536,7 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 inline constexpr double kFusedStepUs = 7.6;        // 4 x 8192: 0.974 ms over 128 chunks (twelfth session)
 inline constexpr double kFusedWsStepUs = 5.2;      // warp-specialised: 4 x 8192 0.659 ms over 128 chunks
 inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
-inline constexpr double kPrepWgmmaCtaUs = 10.2;    // the wgmma chain's prepare kernel: 316 us (fourteenth session)
+inline constexpr double kPrepWgmmaCtaUs = 8.7;     // the wgmma chain's prepare kernel: 271 us (twenty-sixth session)
 inline constexpr double kWgChainStepUs = 1.5;      // the wgmma chain (sm_90a): 377 us / 256 (copier warp)
 inline constexpr double kChainStepUs = 3.6;        // the key-half chain: 927 us / 256
 inline constexpr double kFullChainStepUs = 5.2;    // the full chain: 1,331 us / 256
