@@ -222,9 +222,10 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 // layout (one contiguous copy), U^T's accumulators are the mma.sync kernel's fragments. The
 // same sums as the mma.sync kernel above (GDN_CHUNKED_PREPARE=mma runs it instead), but the
 // inverse's merges take f16 operands on one warpgroup (merge_inverse_blocks_mma, as the
-// warp-specialised fused kernel's; 3xTF32 there: 15.6% of this kernel's samples, Nsight
-// Compute, fourteenth session). Two instances: kGroup for p.prep_heads > 1, and one head a CTA (without the
-// loop's live values: 118 registers against 128).
+// warp-specialised fused kernel's; as 3xTF32 products they took 15.6% of this kernel's samples,
+// Nsight Compute, fourteenth session, and the split cases 3 to 4% longer, twenty-sixth). Two
+// instances: kGroup for p.prep_heads > 1, and one head a CTA (without the loop's live values:
+// fewer registers).
 template <class M, bool kGroup>
 __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     chunk_prepare_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
