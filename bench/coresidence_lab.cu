@@ -6,8 +6,9 @@
 //   chain shapes: 5 warps at about 200 registers (the chain with its copier warp), 4 warps at
 //   about 200, and 8 warps launched at 128 with setmaxnreg (warpgroup 0 up to 216, warpgroup 1
 //   down to 40: the chain kernel's plan, chunked_tile.h).
-// The register file is split between the SM's four sub-partitions, one warp's registers in its
-// own: that is the question this lab answers. sm_90a only (setmaxnreg).
+// What it showed (twenty-sixth session, docs/NOTES.md): the register file is split between the
+// SM's four sub-partitions, each warp's registers in its own, so a five-warp chain CTA at 200
+// registers leaves no prepare CTA room though the SM-wide sum would. sm_90a only (setmaxnreg).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -76,8 +77,7 @@ __global__ void __launch_bounds__(kThreads, 1) plain_kernel(Span* spans, float* 
 }
 
 // 8 warps launched at 128 registers, warpgroup 0 raised to 216, warpgroup 1 lowered to 40
-__global__ void __maxnreg__(128) split_kernel(Span* spans, float* sink,
-                                                                        unsigned long long ns) {
+__global__ void __maxnreg__(128) split_kernel(Span* spans, float* sink, unsigned long long ns) {
   if (threadIdx.x >= 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     extern __shared__ float smem[];

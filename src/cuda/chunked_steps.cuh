@@ -671,7 +671,7 @@ __device__ __forceinline__ void store_negated(float* to, int ld, int lane, const
 // idle through the merges with it).
 template <class Sm, class Sync>
 __device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane, Sync&& sync, bool active = true) {
-  if (!active) {
+  if (!active) {  // the three barriers below
     sync(), sync(), sync();
     return;
   }
