@@ -39,6 +39,9 @@
 #              how a change is measured against the build before it;
 #   boundary   (not in the default list) scripts/form_boundary.sh: the fused / split boundary of the
 #              chunked path's cost model, each case as chosen and with each form forced;
+#   hostcost   (not in the default list) bench/host_cost_lab.cu: the host time of a plain decode
+#              call against its parts (pointer queries, device query, an empty launch), on an idle
+#              stream and back to back (seconds);
 #   coresidence (not in the default list) bench/coresidence_lab.cu: whether a prepare-shaped CTA
 #              runs beside a chain-shaped CTA on one SM, for a few register plans (seconds);
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
@@ -275,6 +278,12 @@ if has chainlab; then
   cat "$WORK/lab/chain.log" >> "$SUMMARY"
 fi
 
+if has hostcost; then
+  timeout 120 "$BIN/gdn_host_cost_lab" --json "$FINAL/host-cost.json" \
+    > "$WORK/lab/host-cost.log" 2>&1
+  note "== host cost lab: rc=$? ($(elapsed))"
+  cat "$WORK/lab/host-cost.log" >> "$SUMMARY"
+fi
 if has coresidence; then
   timeout 60 "$BIN/gdn_coresidence_lab" > "$WORK/lab/coresidence.log" 2>&1
   note "== coresidence lab: rc=$? ($(elapsed))"

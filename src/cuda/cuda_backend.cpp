@@ -1,12 +1,14 @@
 // The cuda backend's host side (core/backend.h): device queries, the checks that need the
 // device (pointer kinds, alignment of the vector accesses), and the launch of the recurrent
 // kernel. The launch path allocates nothing, synchronises nothing and reads no device memory,
-// so a call can be captured in a CUDA graph; it costs one cudaPointerGetAttributes per
-// distinct pointer (in cuda_can_implement), cudaGetDevice, and the launch.
+// so a call can be captured in a CUDA graph; it costs one pointer query per distinct pointer (in
+// cuda_can_implement), cudaGetDevice, and the launch.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cinttypes>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -174,6 +176,65 @@ DecodeParams make_params(const Problem& p) {
   return d;
 }
 
+// The kind of memory at a pointer: the driver's cuPointerGetAttributes, three attributes in one
+// call (about half the host time of cudaPointerGetAttributes, which asks for more: seven of
+// them a plain decode call), reached by cudaGetDriverEntryPointByVersion; the runtime's query
+// where the driver lacks it.
+struct PointerKind {
+  bool known = false;     // CUDA knows the address (device, managed or registered host memory)
+  bool device = false;    // device memory (managed memory counts as device memory here)
+  bool managed = false;
+  int ordinal = -1;       // the device it lives on (device memory)
+  cudaError_t error = cudaSuccess;
+};
+
+using PointerGetAttributes = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+
+PointerGetAttributes pointer_query() {
+  static const PointerGetAttributes fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return PointerGetAttributes(nullptr);
+    }
+    return reinterpret_cast<PointerGetAttributes>(f);
+  }();
+  return fn;
+}
+
+PointerKind pointer_kind(const void* ptr) {
+  PointerKind kind;
+  if (const PointerGetAttributes query = pointer_query()) {
+    // an address CUDA does not know gets zeros and success (the driver's documented behaviour)
+    CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    unsigned type = 0, managed = 0;
+    int ordinal = -1;
+    void* out[3] = {&type, &ordinal, &managed};
+    if (query(3, which, out, CUdeviceptr(reinterpret_cast<uintptr_t>(ptr))) == CUDA_SUCCESS) {
+      kind.known = type != 0;
+      kind.managed = managed != 0;
+      kind.device = type == CU_MEMORYTYPE_DEVICE || kind.managed;
+      kind.ordinal = ordinal;
+      return kind;
+    }
+  }
+  cudaPointerAttributes attr{};
+  kind.error = cudaPointerGetAttributes(&attr, ptr);
+  if (kind.error != cudaSuccess) {
+    cudaGetLastError();
+    return kind;
+  }
+  kind.known = attr.type != cudaMemoryTypeUnregistered;
+  kind.managed = attr.type == cudaMemoryTypeManaged;
+  kind.device = attr.type == cudaMemoryTypeDevice || kind.managed;
+  kind.ordinal = attr.device;
+  return kind;
+}
+
 // Every pointer the kernel touches must be device (or managed) memory of p.device_id.
 gdn_status check_pointers(const Problem& p) {
   struct Named {
@@ -194,19 +255,16 @@ gdn_status check_pointers(const Problem& p) {
     bool seen = false;  // in-place states and shared buffers are asked about once
     for (int m = 0; m < i && !seen; ++m) seen = all[m].ptr == ptr;
     if (seen) continue;
-    cudaPointerAttributes attr{};
-    const cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
+    const PointerKind kind = pointer_kind(ptr);
+    if (kind.error != cudaSuccess)
       return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p is not CUDA memory (%s)", all[i].name, ptr,
-                  cudaGetErrorString(e));
-    }
-    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-      return fail(GDN_STATUS_INVALID_ARGUMENT,
-                  "%s: data %p is host memory, but the cuda backend needs device memory", all[i].name, ptr);
-    if (attr.type == cudaMemoryTypeDevice && attr.device != p.device_id)
+                  cudaGetErrorString(kind.error));
+    if (!kind.device)
+      return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p is host memory%s, but the cuda backend needs device memory",
+                  all[i].name, ptr, kind.known ? "" : " (or memory CUDA does not know)");
+    if (!kind.managed && kind.ordinal != p.device_id)
       return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p lives on CUDA device %d, but device_id is %d",
-                  all[i].name, ptr, attr.device, p.device_id);
+                  all[i].name, ptr, kind.ordinal, p.device_id);
   }
   return GDN_STATUS_SUCCESS;
 }
@@ -241,15 +299,7 @@ gdn_status cuda_device_info(int index, char* buf, size_t buf_bytes) {
   return GDN_STATUS_SUCCESS;
 }
 
-bool cuda_is_device_pointer(const void* ptr) {
-  if (!ptr) return false;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
-}
+bool cuda_is_device_pointer(const void* ptr) { return ptr && pointer_kind(ptr).device; }
 
 gdn_status cuda_can_implement(const Problem& p) {
   if (cuda_chunked_selected(p)) {  // the chunked path's own checks, then the shared ones below
