@@ -33,14 +33,18 @@ namespace gdn::cuda::chunked {
 // sequences' slots. Packed: the CTA's threads test every valid sequence against the slot (a
 // binary search would trust cu_seqlens to be sorted before anything has checked it).
 __device__ __forceinline__ bool slot_owner(const ChunkParams& p, int64_t slot, int64_t& n, int64_t& c) {
+  // dense: the slot is a block index and the divisors at most the grid's width, so 32-bit
+  // divisions (64-bit ones are long emulated sequences at the CTA's start)
   if (!p.cu_seqlens && p.window_chunks > 0) {  // a window's chunks of every sequence
-    n = slot / p.window_chunks;
-    c = p.window_begin + slot % p.window_chunks;
+    const uint32_t s = uint32_t(slot), d = uint32_t(p.window_chunks);
+    n = s / d;
+    c = p.window_begin + s % d;
     return c < p.chunks_per_seq;
   }
   if (!p.cu_seqlens) {
-    n = slot / p.chunks_per_seq;
-    c = slot % p.chunks_per_seq;
+    const uint32_t s = uint32_t(slot), d = uint32_t(p.chunks_per_seq);
+    n = s / d;
+    c = s % d;
     return true;
   }
   __shared__ long long owner;  // the highest-numbered sequence claiming the slot (one winner even
@@ -86,17 +90,23 @@ struct PrepChunk {
 __device__ __forceinline__ PreparedChunk* prepared_chunk(const ChunkParams& p, int h) {
   return static_cast<PreparedChunk*>(p.prepared) + int64_t(blockIdx.x) * p.Hv + h;
 }
-__device__ __forceinline__ bool prep_chunk(const ChunkParams& p, PrepChunk& pc, int h) {
-  const int64_t slot = blockIdx.x;
+// The CTA's chunk in two steps: its slot's owner (sequence n, chunk c: arithmetic alone for a
+// dense batch), then the sequence's index checks (a state pool's entry: a load) and span.
+__device__ __forceinline__ bool prep_chunk_owner(const ChunkParams& p, PrepChunk& pc, int h) {
   pc.h = h;
   pc.j = p.tiled ? pc.h % p.Hk : pc.h / p.ratio;
   pc.n = pc.c = 0;
-  if (!slot_owner(p, slot, pc.n, pc.c)) return false;
+  return slot_owner(p, int64_t(blockIdx.x), pc.n, pc.c);
+}
+__device__ __forceinline__ bool prep_chunk_resolve(const ChunkParams& p, PrepChunk& pc) {
   if (!resolve_sequence(p, pc.n, pc.sq) || pc.sq.slot < 0) return false;
   pc.tok0 = pc.sq.bos + pc.c * kC;
   pc.rows = int(pc.sq.len - pc.c * kC < kC ? pc.sq.len - pc.c * kC : kC);
   pc.out = prepared_chunk(p, pc.h);
   return true;
+}
+__device__ __forceinline__ bool prep_chunk(const ChunkParams& p, PrepChunk& pc, int h) {
+  return prep_chunk_owner(p, pc, h) && prep_chunk_resolve(p, pc);
 }
 
 // Value head i (0 .. p.prep_heads - 1) of the wgmma prepare CTA's group blockIdx.y: the group's
@@ -237,10 +247,32 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   constexpr int kGateWarp = 4;  // forms the next head's gates while warps 0..3 substitute
   PrepChunk pc;
-  if (!prep_chunk(p, pc, prep_group_head(p, 0))) return;
+  if (!prep_chunk_owner(p, pc, prep_group_head(p, 0))) return;
+  constexpr uint32_t kBoxBytes = kC * 64 * 2;
+  // q and k of the chunk's key head by TMA onto landed[0] (thread 0)
+  const auto load_q_k = [&](int seq, int tok) {
+    mbarrier_init(&landed[0], 1);
+    mbarrier_init(&landed[1], 1);
+    fence_mbarrier_init();
+    mbarrier_arrive_expect(&landed[0], 4 * kBoxBytes);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tma_load_4d(&s.q[0][0][0] + half * kC * 64, &maps.q, &landed[0], 64 * half, pc.j, tok, seq);
+      tma_load_4d(&s.k[0][0][0] + half * kC * 64, &maps.k, &landed[0], 64 * half, pc.j, tok, seq);
+    }
+  };
+  // A dense batch's boxes go out before the sequence's checks (their latency beside those and
+  // the gates: Nsight Compute had 22% of the one-head instance's samples at the wait for them,
+  // and 16% in the stretch before the copies were issued); a sequence that then writes nothing
+  // (padding, an invalid pool entry) waits for them before it leaves.
+  const bool early = maps.on && !p.cu_seqlens;
+  if (early && tid == 0) load_q_k(int(pc.n), int(pc.c * kC));
+  if (!prep_chunk_resolve(p, pc)) {
+    if (early && tid == 0) mbarrier_wait(&landed[0], 0u);
+    return;
+  }
   const int heads = kGroup ? p.prep_heads : 1;
   const bool tma = maps.on && !(p.cu_seqlens && pc.rows < kC);  // uniform over the CTA
-  constexpr uint32_t kBoxBytes = kC * 64 * 2;
   const int seq = p.cu_seqlens ? 0 : int(pc.n), tok = int(pc.tok0);  // the maps' coordinates
   // head h's v rows into s.v (TMA: on landed[1], by thread 0)
   const auto load_v = [&](int h) {
@@ -256,17 +288,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   };
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
   if (tma) {
-    if (tid == 0) {
-      mbarrier_init(&landed[0], 1);
-      mbarrier_init(&landed[1], 1);
-      fence_mbarrier_init();
-      mbarrier_arrive_expect(&landed[0], 4 * kBoxBytes);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        tma_load_4d(&s.q[0][0][0] + half * kC * 64, &maps.q, &landed[0], 64 * half, pc.j, tok, seq);
-        tma_load_4d(&s.k[0][0][0] + half * kC * 64, &maps.k, &landed[0], 64 * half, pc.j, tok, seq);
-      }
-    }
+    if (!early && tid == 0) load_q_k(seq, tok);
   } else {
     load_token_rows<kThreads, CoreTiles::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
     load_token_rows<kThreads, CoreTiles::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
