@@ -21,6 +21,7 @@
 #include "cuda/decode_launch.h"
 #include "cuda/decode_params.h"
 #include "cuda/decode_tile.h"
+#include "cuda/driver_entry.h"
 #include "cuda/host_common.h"
 
 namespace gdn {
@@ -178,7 +179,7 @@ DecodeParams make_params(const Problem& p) {
 
 // The kind of memory at a pointer: the driver's cuPointerGetAttributes, three attributes in one
 // call (about half the host time of cudaPointerGetAttributes, which asks for more: seven of
-// them a plain decode call), reached by cudaGetDriverEntryPointByVersion; the runtime's query
+// them a plain decode call), reached through the runtime (driver_entry.h); the runtime's query
 // where the driver lacks it.
 struct PointerKind {
   bool known = false;     // CUDA knows the address (device, managed or registered host memory)
@@ -191,17 +192,8 @@ struct PointerKind {
 using PointerGetAttributes = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 
 PointerGetAttributes pointer_query() {
-  static const PointerGetAttributes fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return PointerGetAttributes(nullptr);
-    }
-    return reinterpret_cast<PointerGetAttributes>(f);
-  }();
+  static const PointerGetAttributes fn =
+      reinterpret_cast<PointerGetAttributes>(cuda::driver_entry_point("cuPointerGetAttributes"));
   return fn;
 }
 

@@ -1,5 +1,5 @@
 // TMA tensor maps of per-token tensors (tensor_map.h), encoded through the driver's
-// cuTensorMapEncodeTiled, reached by cudaGetDriverEntryPointByVersion (no link against the
+// cuTensorMapEncodeTiled, reached through the runtime (driver_entry.h: no link against the
 // driver library). Host arithmetic only: nothing is launched or synchronised.
 #include "cuda/tensor_map.h"
 
@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "cuda/driver_entry.h"
 #include "gdn/gdn.h"
 
 namespace gdn::cuda {
@@ -21,17 +22,7 @@ using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, 
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 EncodeTiled encoder() {
-  static const EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return EncodeTiled(nullptr);
-    }
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
+  static const EncodeTiled fn = reinterpret_cast<EncodeTiled>(driver_entry_point("cuTensorMapEncodeTiled"));
   return fn;
 }
 
