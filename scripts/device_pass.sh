@@ -260,35 +260,19 @@ if has decode; then  # the packed build (lib) and every --add-lib build, alterna
   note "decode compare done ($(elapsed))"
 fi
 
-if has lab; then
-  timeout 150 "$BIN/gdn_decode_lab" > "$WORK/lab/lab.log" 2>&1
-  note "== decode lab: rc=$? ($(elapsed))"
-  cat "$WORK/lab/lab.log" >> "$SUMMARY"
-fi
-
-if has wgmma; then
-  timeout 60 "$BIN/gdn_wgmma_lab" > "$WORK/lab/wgmma.log" 2>&1
-  note "== wgmma lab: rc=$? ($(elapsed))"
-  cat "$WORK/lab/wgmma.log" >> "$SUMMARY"
-fi
-
-if has chainlab; then
-  timeout 60 "$BIN/gdn_chain_lab" > "$WORK/lab/chain.log" 2>&1
-  note "== chain lab: rc=$? ($(elapsed))"
-  cat "$WORK/lab/chain.log" >> "$SUMMARY"
-fi
-
-if has hostcost; then
-  timeout 120 "$BIN/gdn_host_cost_lab" --json "$FINAL/host-cost.json" \
-    > "$WORK/lab/host-cost.log" 2>&1
-  note "== host cost lab: rc=$? ($(elapsed))"
-  cat "$WORK/lab/host-cost.log" >> "$SUMMARY"
-fi
-if has coresidence; then
-  timeout 60 "$BIN/gdn_coresidence_lab" > "$WORK/lab/coresidence.log" 2>&1
-  note "== coresidence lab: rc=$? ($(elapsed))"
-  cat "$WORK/lab/coresidence.log" >> "$SUMMARY"
-fi
+# a lab's run (its output into the summary): run_lab LOG TITLE SECONDS COMMAND...
+run_lab() {
+  local log=$WORK/lab/$1.log title=$2 seconds=$3
+  shift 3
+  timeout "$seconds" "$@" > "$log" 2>&1
+  note "== $title: rc=$? ($(elapsed))"
+  cat "$log" >> "$SUMMARY"
+}
+has lab && run_lab lab "decode lab" 150 "$BIN/gdn_decode_lab"
+has wgmma && run_lab wgmma "wgmma lab" 60 "$BIN/gdn_wgmma_lab"
+has chainlab && run_lab chain "chain lab" 60 "$BIN/gdn_chain_lab"
+has hostcost && run_lab host-cost "host cost lab" 120 "$BIN/gdn_host_cost_lab" --json "$FINAL/host-cost.json"
+has coresidence && run_lab coresidence "coresidence lab" 60 "$BIN/gdn_coresidence_lab"
 
 if has kernels; then  # each chunked kernel's duration (Nsight Compute, one launch at a time)
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
