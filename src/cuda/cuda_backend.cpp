@@ -178,9 +178,9 @@ DecodeParams make_params(const Problem& p) {
 }
 
 // The kind of memory at a pointer: the driver's cuPointerGetAttributes, three attributes in one
-// call (about half the host time of cudaPointerGetAttributes, which asks for more: seven of
-// them a plain decode call), reached through the runtime (driver_entry.h); the runtime's query
-// where the driver lacks it.
+// call (measured on an H200 host: about 0.11 us a pointer against 0.18 for
+// cudaPointerGetAttributes, which asks for more; a plain decode call checks seven pointers),
+// reached through the runtime (driver_entry.h); the runtime's query where the driver lacks it.
 struct PointerKind {
   bool known = false;     // CUDA knows the address (device, managed or registered host memory)
   bool device = false;    // device memory (managed memory counts as device memory here)
@@ -252,8 +252,9 @@ gdn_status check_pointers(const Problem& p) {
       return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p is not CUDA memory (%s)", all[i].name, ptr,
                   cudaGetErrorString(kind.error));
     if (!kind.device)
-      return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p is host memory%s, but the cuda backend needs device memory",
-                  all[i].name, ptr, kind.known ? "" : " (or memory CUDA does not know)");
+      return fail(GDN_STATUS_INVALID_ARGUMENT,
+                  "%s: data %p is host memory%s, but the cuda backend needs device memory", all[i].name, ptr,
+                  kind.known ? "" : " (or memory CUDA does not know)");
     if (!kind.managed && kind.ordinal != p.device_id)
       return fail(GDN_STATUS_INVALID_ARGUMENT, "%s: data %p lives on CUDA device %d, but device_id is %d",
                   all[i].name, ptr, kind.ordinal, p.device_id);
