@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
         },
         stream, idle));
   }
-  for (const Figure& f : figures) std::printf("%-70s median %6.2f us  p90 %6.2f us\n", f.name.c_str(), f.median_us, f.p90_us);
+  for (const Figure& f : figures)
+    std::printf("%-70s median %6.2f us  p90 %6.2f us\n", f.name.c_str(), f.median_us, f.p90_us);
   if (json) {
     FILE* out = std::fopen(json, "w");
     if (!out) return 1;
