@@ -1,17 +1,19 @@
 // The fused chunked prefill kernel, warp-specialised (sm_90a; the fused form's kernel where the
-// copies go by TMA, GDN_CHUNKED_WS=0 the one-role kernel of chunked_fused.cuh): one CTA of 12
-// warps per (sequence, value head), in two roles that work on two chunks at once.
+// copies go by TMA, GDN_CHUNKED_WS=0 the one-role kernel of chunked_fused.cuh): one CTA of 16
+// warps per (sequence, value head), in three roles that work on up to three chunks at once.
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
 //     chunked_fused.cuh): chunk c's T and Xw from its inverse X (gate_inverse), -W and U, the
 //     outputs, the state update, o;
-//   - the preparation, warps 8..11 (one warpgroup): the next chunks' gates and row norms, Kc Kc^T
-//     with its epilogue (m) and X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as
-//     f16 products on mma.sync), then Qc Kc^T with its epilogue (P into a slot, in f16), while
-//     the chain works on an earlier chunk. Chunk c's inverse waits only for its Kc (issued
-//     early in the chain's chunk c - 2), and only its P for its q (issued at that chunk's end),
-//     so the preparation may run up to two chunks ahead.
-// Registers are rebalanced once the roles split (setmaxnreg): 184 a thread for the chain (the
-// state, D, O and A fragments), 136 for the preparation.
+//   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T with its epilogue (m)
+//     and X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as f16 products on
+//     mma.sync);
+//   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates and row norms (which the
+//     inverse role waits for), then Qc Kc^T with its epilogue (P into a slot, in f16).
+//   Chunk c's preparation waits only for its Kc (issued early in the chain's chunk c - 2), and
+//   only its P for its q (issued at that chunk's end), so both may run up to two chunks ahead.
+// Registers are rebalanced once the roles split (setmaxnreg): 176 a thread for the chain (the
+// state, D, O and A fragments; at 168 ptxas serialises its wgmma), 80 for each preparing role
+// (a quarter's 512: 2 x 176 + 2 x 80; small spills of the values formed before the split).
 // Precision: the products of two computed operands are f16 (S (-W)^T, D^T P^T and the inverse's
 // merges: 11 significant bits, one product each), those with an input tile keep M's type (S
 // Qc^T with S rounded once; U with T and the state update with D as hi + lo pairs). The f16
@@ -30,13 +32,15 @@
 //
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
-//   kBarPrepared     preparation -> chain   chunk c's X, P slot, gates and norms
-//   kBarChunkDone+b  chain -> preparation   chunk c done (b = c & 1), before the preparation
-//                                           copies chunk c + 2's q and Kc by cp.async
+//   kBarNormsReady+b outputs -> inverse    chunk c's gates and key norms (b = c & 1)
+//   kBarXReady+b     inverse -> chain      chunk c's X
+//   kBarPrepared     outputs -> chain      chunk c's P slot, gates and norms
+//   kBarChunkDone+b  chain -> outputs      chunk c done, before the outputs role copies chunk
+//                                          c + 2's q and Kc by cp.async
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
 // (early in chunk c - 1, into chunk c - 2's Kc buffer) by TMA, each on its own mbarrier, issued
 // by one thread of the chain; a packed sequence's partial last chunk by cp.async instead (q and
-// Kc by the preparing warps, Vc by the chain's), as in the one-role kernel.
+// Kc by the outputs role, Vc by the chain), as in the one-role kernel.
 //
 // Measured (H200, the same run; docs/NOTES.md, nineteenth session): 4 x 8192 0.827 -> 0.805 ms,
 // 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel; the gates four
@@ -128,23 +132,36 @@ static_assert(offsetof(WsSmem, mx) % 16 == 0 && sizeof(float[kC][kLdF]) % 16 == 
               "f32 tiles take float4 and gate rows float2 accesses; q, k, v at 1024-byte boundaries");
 
 inline constexpr int kWsChainThreads = kThreads;  // warps 0..7
-inline constexpr int kWsPrepThreads = 128;        // warps 8..11
-inline constexpr int kWsThreads = kWsChainThreads + kWsPrepThreads;
+inline constexpr int kWsPrepThreads = 128;        // a preparing warpgroup: warps 8..11, 12..15
+inline constexpr int kWsThreads = kWsChainThreads + 2 * kWsPrepThreads;
 // Registers a thread after the split (launch: 65536 / 384 rounded down to 8 = 168 each; the
 // two roles' sum stays within the launch's 64,512). Chain / preparation 208 / 88 spilled in the
 // preparation, 192 / 120 and 200 / 104 in both; 184 / 136 spills nothing (ptxas, nvcc 13.0).
-inline constexpr int kWsChainRegs = 184;
-inline constexpr int kWsPrepRegs = 136;
-static_assert(kWsChainRegs * kWsChainThreads + kWsPrepRegs * kWsPrepThreads <= 168 * kWsThreads,
+inline constexpr int kWsChainRegs = 176;
+inline constexpr int kWsInverseRegs = 80;
+inline constexpr int kWsOutputsRegs = 80;
+static_assert(kWsChainRegs * kWsChainThreads + (kWsInverseRegs + kWsOutputsRegs) * kWsPrepThreads <= 128 * kWsThreads,
               "the roles' registers fit what the launch gave the CTA");
 
 #if GDN_CHUNKED_WGMMA
 namespace ws {
-enum : int { kBarChain = 1, kBarPrep = 2, kBarPrepared = 3, kBarChunkDone = 5 /* and 6 */ };
-__device__ __forceinline__ void arrive(int id) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kWsThreads) : "memory");
+enum : int {
+  kBarChain = 1,           // the chain's warps
+  kBarInverse = 2,         // the inverse role's warps
+  kBarPrepared = 3,        // outputs role -> chain: chunk c's P, gates and norms
+  kBarOutputs = 4,         // the outputs role's warps
+  kBarChunkDone = 5,       // and 6: chain -> outputs role, chunk c done (c & 1)
+  kBarXReady = 7,          // and 8: inverse role -> chain, chunk c's X (c & 1)
+  kBarNormsReady = 9       // and 10: outputs role -> inverse role, chunk c's gates and key norms (c & 1)
+};
+// A hand-off between the chain and one preparing warpgroup (threads: every thread that arrives
+// or waits on the id).
+__device__ __forceinline__ void arrive(int id, int threads = kWsChainThreads + kWsPrepThreads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void wait(int id) { named_barrier(id, kWsThreads); }
+__device__ __forceinline__ void wait(int id, int threads = kWsChainThreads + kWsPrepThreads) {
+  named_barrier(id, threads);
+}
 
 // A Kc^T for the token columns [j0, +32) of the chunk (m64n32, one warpgroup; warp w % 4 has
 // the rows [16 (w % 4), +16)), A = Qc or Kc: both operands from the swizzled tiles, committed as
@@ -252,7 +269,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint4* t = reinterpret_cast<uint4*>(&s.t);
     for (int i = tid; i < kPieces; i += kWsThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
   }
-  if (warp >= kWarps) {  // P's block AB (rows [0, 32), columns [32, 64)): zeros in both slots
+  if (warp >= kWarps && warp < kWarps + 4) {  // P's block AB (rows [0, 32), columns [32, 64)): zeros in both slots
     const int w = warp - kWarps;
     store_zero_p<CoreTiles>(16 * (w & 1), 32, lane, &s.p_slot[w >> 1][0][0], &s.p_slot[w >> 1][0][0]);
   }
@@ -274,11 +291,55 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const HeadGate hg = head_gate(p, h);
 
   if (warp >= kWarps) {
-    // ---- the preparation (warps 8..11): chunk c's gates, norms, m, P and X while the chain
-    // works on chunk c - 1
-    registers_down<kWsPrepRegs>();
-    const int w = warp - kWarps, ptid = tid - kWsChainThreads;
-    const auto prep_sync = [] { named_barrier(ws::kBarPrep, kWsPrepThreads); };
+    // ---- the preparation (warps 8..15), two warpgroups a chunk or two ahead of the chain:
+    //   inverse (warps 8..11)   Kc Kc^T, its epilogue m, X = (I + m)^-1 over m in place
+    //   outputs (warps 12..15)  the gates (every kGateGroup chunks), the row norms, Qc Kc^T and
+    //                           its epilogue P (f16, range-checked), and a packed sequence's
+    //                           cp.async copies of q and Kc
+    // The inverse role waits for the outputs role's gates and key norms of the chunk (m needs
+    // beta and rk); the chain waits for both roles' chunk.
+    const int w = (warp - kWarps) & 3, ptid = (tid - kWsChainThreads) & (kWsPrepThreads - 1);
+    if (warp < kWarps + 4) {
+      registers_down<kWsInverseRegs>();
+      const auto inverse_sync = [] { named_barrier(ws::kBarInverse, kWsPrepThreads); };
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int buf = int(c & 1);
+        uint16_t* k_tile = k_tile_of(c);
+        // Kc of chunk c: landed by TMA, or copied by the outputs role before its signal below
+        if (by_tma(c))
+          mbarrier_wait(&s.k_full[buf], parity(c));
+        else
+          ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
+        // Kc Kc^T into m (buffer buf: chunk c - 2's X there was read by the chain's gate_inverse
+        // before chunk c's Kc was issued or copied), then X over m in place.
+        float kk[2][4][4];  // token columns [0, 32) and [32, 64)
+        ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
+        ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
+        if (by_tma(c)) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);  // beta and rk of chunk c
+        const float* G = s.G_s[c % kGateSlots];
+        const float* beta = s.beta_s[c % kGateSlots];
+        const float* rq = s.rq_s[c % kNormSlots];
+        const float* rk = s.rk_s[c % kNormSlots];
+        wgmma_wait<0>();
+        // m's blocks: rows [16 w, +16) of columns [0, 32), and of [32, 64) for w >= 2
+        store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq, rk, p.scale);
+        if (w >= 2)
+          store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
+        __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
+        WsInverseTiles inverse{s.mx[buf], s.mx[buf]};
+        invert_diagonal_blocks<true>(inverse, w, lane);
+        inverse_sync();  // every diagonal block
+        merge_inverse_blocks_mma(inverse, w, lane, inverse_sync);
+        // (a barrier of the warpgroup before the arrival, as the outputs role's: racecheck)
+        inverse_sync();
+        // (chunk c + 2's arrival on this id needs chunk c + 2's Kc, issued or copied after the
+        // chain's wait for this one)
+        ws::arrive(ws::kBarXReady + buf);
+      }
+      return;
+    }
+    registers_down<kWsOutputsRegs>();
+    const auto outputs_sync = [] { named_barrier(ws::kBarOutputs, kWsPrepThreads); };
     // P's range is checked unless the norms bound it: |P| <= |scale| with qk_l2norm
     const bool check_p = !(p.l2norm && fabsf(p.scale) <= 1.f && fabsf(p.scale) >= 1.f / 256.f);
     RawGates raw;  // warp w: the raw gates of chunk w of the next group
@@ -296,50 +357,41 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         load_token_rows<kWsPrepThreads, CoreTiles::K>(p.k, n, sq.bos + c * kC, live_rows(c), j, k_tile, ptid);
         cp_async_commit();
         cp_async_wait<0>();
-        fence_shared_for_wgmma();  // this thread's copies -> wgmma (both roles')
-        prep_sync();
+        fence_shared_for_wgmma();  // this thread's copies -> wgmma (every role's)
+        outputs_sync();
       } else {
         mbarrier_wait(&s.k_full[buf], parity(c));
       }
-      // Kc Kc^T into m (buffer buf: chunk c - 2's X there was read by the chain's gate_inverse
-      // before chunk c's Kc was issued, which the copy above waited for), then X over m in
-      // place; Qc Kc^T into P slot buf once chunk c's q has landed (its reader, chunk c - 2's
-      // outputs, is done when chunk c's q is issued), issued after the diagonal blocks: the
-      // inverse of chunk c need not wait for q, which is issued only at chunk c - 2's end.
-      float kk[2][4][4], qk[2][4][4];  // token columns [0, 32) and [32, 64)
-      ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
-      ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
       float* G = s.G_s[c % kGateSlots];
       float* beta = s.beta_s[c % kGateSlots];
       float* rq = s.rq_s[c % kNormSlots];  // (the chain read chunk c - 4's long before)
       float* rk = s.rk_s[c % kNormSlots];
       if (c % kGateGroup == 0 && c + w < chunks) {  // chunk c + w's gates by warp w
-        // (their slots last held chunks c - 8 .. c - 5, which the chain read long before; it may
-        // still be reading chunk c - 2's or c - 1's, in the other half)
+        // (their slots last held chunks c - 8 .. c - 5, which the chain and the inverse role
+        // read long before; the chain may still be reading chunk c - 2's or c - 1's, in the
+        // other half)
         const int64_t cw = c + w;
         chunk_gates(p, s.G_s[cw % kGateSlots], s.beta_s[cw % kGateSlots], hg, raw, live_rows(cw), lane);
         if (cw + kGateGroup < chunks) raw = load_raw_gates(p, n, sq, h, cw + kGateGroup, lane);
       }
       if (p.l2norm) ws::row_norms_warpgroup<M>(k_tile, rk, w, lane);
-      prep_sync();  // the slot's gates and key norms
-      wgmma_wait<0>();
-      // Three of m's and P's six 16-row blocks a warp: m_AA, then P_AA and P_BB (its rows
-      // [32, 96) product) for warps 0, 1; m_BA and m_BB, then P_BA for warps 2, 3 (with m and P of
-      // rows B both by warps 2, 3, warps 0, 1 waited for them: Nsight Compute). P's block AB is
-      // zeros, written once. (m alone, then P alone: the other's arguments are not read.)
-      store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq, rk, p.scale);
-      if (w >= 2)
-        store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
-      __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
-      WsInverseTiles inverse{s.mx[buf], s.mx[buf]};
-      invert_diagonal_blocks<true>(inverse, w, lane);
+      outputs_sync();  // the slot's gates and key norms
+      // -> the inverse role (its next arrival on this id, chunk c + 2's, needs chunk c + 2's Kc:
+      // after the chain's chunk c, which waits for the inverse role's chunk c, which waits here)
+      ws::arrive(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
+      // Qc Kc^T into P slot buf once chunk c's q has landed (its reader, chunk c - 2's outputs,
+      // is done when chunk c's q is issued)
       if (by_tma(c)) mbarrier_wait(&s.q_full[buf], parity(c));
+      if (p.l2norm) {  // (before the products: beside their accumulators the role spilled)
+        ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
+        outputs_sync();  // the query norms
+      }
+      float qk[2][4][4];  // token columns [0, 32) and [32, 64)
       ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
       ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
-      if (p.l2norm) ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
-      prep_sync();  // every diagonal block (and the query norms)
-      merge_inverse_blocks_mma(inverse, w, lane, prep_sync);
       wgmma_wait<0>();
+      // P's blocks: rows [16 w, +16) of columns [0, 32), and rows [32 + 16 w, +16) of columns
+      // [32, 64) for w < 2 (its block AB is zeros, written once)
       uint16_t* p_hi = &s.p_slot[buf][0][0];
       const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale
         store_key_block<M, CoreTiles, false, true, true>(s.mx[buf], p_hi, nullptr, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p_scale, absmax);
@@ -356,7 +408,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // (a barrier of the warpgroup first: compute-sanitizer's racecheck reported the merge's last
       // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
       // with a CTA fence before the arrival or without one)
-      prep_sync();
+      outputs_sync();
       if (check_p) {  // P's exponent (the slot's last reader, chunk c - 2's staging, is done: above)
         const float4 pm = *reinterpret_cast<const float4*>(s.p_max[buf]);
         const float m = fmaxf(fmaxf(pm.x, pm.y), fmaxf(pm.z, pm.w));
@@ -365,7 +417,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           float unused = 0.f;
           store_p(p.scale * pow2(-pi), &unused);
           fence_shared_for_wgmma();
-          prep_sync();
+          outputs_sync();
         }
         if (ptid == 0) s.p_exp[buf] = pi;
       }
@@ -393,7 +445,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint16_t* v_tile = v_tile_of(c);
     uint16_t* q_tile = &s.q[buf][0][0];
     keep_state_in_range(S, sigma);  // (as loaded, or after the last chunk's completed update)
-    // Chunk c prepared.
+    // Chunk c prepared: its X (the inverse role), its P, gates and norms (the outputs role).
+    ws::wait(ws::kBarXReady + buf);
     ws::wait(ws::kBarPrepared);
     const int pi = s.p_exp[buf];  // P slot buf holds 2^-pi P
     if (by_tma(c)) {  // (complete: q, Kc for this thread too)
