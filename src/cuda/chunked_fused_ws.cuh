@@ -2,18 +2,18 @@
 // copies go by TMA, GDN_CHUNKED_WS=0 the one-role kernel of chunked_fused.cuh): one CTA of 16
 // warps per (sequence, value head), in three roles that work on up to three chunks at once.
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
-//     chunked_fused.cuh): chunk c's T and Xw from its inverse X (gate_inverse), -W and U, the
-//     outputs, the state update, o;
-//   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T with its epilogue (m)
-//     and X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as f16 products on
-//     mma.sync);
+//     chunked_fused.cuh): chunk c's -W and U, the outputs, the state update, o;
+//   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T with its epilogue (m),
+//     X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as f16 products on
+//     mma.sync), then T and Xw from X (gate_inverse);
 //   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates and row norms (which the
 //     inverse role waits for), then Qc Kc^T with its epilogue (P into a slot, in f16).
 //   Chunk c's preparation waits only for its Kc (issued early in the chain's chunk c - 2), and
 //   only its P for its q (issued at that chunk's end), so both may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 176 a thread for the chain (the
-// state, D, O and A fragments; at 168 ptxas serialises its wgmma), 80 for each preparing role
-// (a quarter's 512: 2 x 176 + 2 x 80; small spills of the values formed before the split).
+// state, D, O and A fragments; at 168 ptxas serialises its wgmma), 88 for the inverse role and
+// 72 for the outputs role (a quarter's 512: 2 x 176 + 88 + 72; small spills, most of them the
+// values formed before the split).
 // Precision: the products of two computed operands are f16 (S (-W)^T, D^T P^T and the inverse's
 // merges: 11 significant bits, one product each), those with an input tile keep M's type (S
 // Qc^T with S rounded once; U with T and the state update with D as hi + lo pairs). The f16
@@ -22,10 +22,11 @@
 // (1.69e-3 against 1.67e-3 with decay, 2.6e-3 against 2.8e-3 without; o's own bf16 rounding is
 // 1.66e-3), the state without decay 1.2e-3 against 1.6e-3.
 //
-// Shared memory (WsSmem, about 216 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
+// Shared memory (WsSmem, about 219 KB): q, Kc, Vc double-buffered in unpadded swizzled tiles; P
 // in two slots (chunk c's read by the chain while chunk c + 1's are written), the row norms in
-// four and the gates in eight (kGateGroup), all read by the chain in place; m and X in two
-// buffers (chunk c's m, then its X over it in place, in buffer c & 1). Kc and Vc trade buffers
+// four and the gates in eight (kGateGroup), all read by the chain in place; m and X in one
+// buffer (the inverse role's: chunk c's m, then its X over it in place), T and Xw in two (chunk
+// c's in buffer c & 1, formed while the chain may still read chunk c - 1's). Kc and Vc trade buffers
 // every two chunks, so chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products
 // have read it, and chunk c + 2's Vc lands in chunk c's Kc buffer once the state update has read
 // it; o has a staging tile of its own, written while the state update runs.
@@ -33,7 +34,7 @@
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
 //   kBarNormsReady+b outputs -> inverse    chunk c's gates and key norms (b = c & 1)
-//   kBarXReady+b     inverse -> chain      chunk c's X
+//   kBarXReady+b     inverse -> chain      chunk c's T and Xw
 //   kBarPrepared     outputs -> chain      chunk c's P slot, gates and norms
 //   kBarChunkDone+b  chain -> outputs      chunk c done, before the outputs role copies chunk
 //                                          c + 2's q and Kc by cp.async
@@ -78,10 +79,10 @@ struct WsSmem {
   uint16_t v[2][kC][kV];       // [C, V] value rows (Kc and Vc trade these two every two chunks)
   uint16_t o_stage[kC][kV];    // [C, V] o of the chunk (Swizzle128At), for the TMA store
   uint16_t p_slot[2][kC][kC];  // [C, C] P = Mask o (Qn Kn^T) of chunk c in slot c & 1 (f16)
-  WsHalfPair t;                // [C, C] T (the chain's; blocks above the diagonal zeroed once)
-  uint16_t xw[kC][kLdCC];      // [C, C] X diag(beta rk) (the chain's)
-  float mx[2][kC][kLdF];       // [C, C] chunk c's strictly lower m = diag(beta) Kn Kn^T, then in
-                               // place its X = (I + m)^-1 (read by the chain), in buffer c & 1
+  WsHalfPair t[2];             // [C, C] T of chunk c in buffer c & 1 (blocks above the diagonal zeroed once)
+  uint16_t xw[2][kC][kLdCC];   // [C, C] X diag(beta rk) of chunk c in buffer c & 1
+  float mx[kC][kLdF];          // [C, C] the inverse role's strictly lower m = diag(beta) Kn Kn^T, then in
+                               // place its X = (I + m)^-1, read by its gate_inverse
   uint16_t w_neg[kC][kK];      // [C, K] -W (the chain's; KMajorAt)
   float q_f[kC], k_f[kC];      // the chain's per-token factors
   // chunk c's cumulative log-decay G and beta in slot c % kGateSlots, its row norms 1 / ||q_t||,
@@ -138,8 +139,8 @@ inline constexpr int kWsThreads = kWsChainThreads + 2 * kWsPrepThreads;
 // two roles' sum stays within the launch's 64,512). Chain / preparation 208 / 88 spilled in the
 // preparation, 192 / 120 and 200 / 104 in both; 184 / 136 spills nothing (ptxas, nvcc 13.0).
 inline constexpr int kWsChainRegs = 176;
-inline constexpr int kWsInverseRegs = 80;
-inline constexpr int kWsOutputsRegs = 80;
+inline constexpr int kWsInverseRegs = 88;
+inline constexpr int kWsOutputsRegs = 72;
 static_assert(kWsChainRegs * kWsChainThreads + (kWsInverseRegs + kWsOutputsRegs) * kWsPrepThreads <= 128 * kWsThreads,
               "the roles' registers fit what the launch gave the CTA");
 
@@ -265,7 +266,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     for (int b = 0; b < kNormSlots; ++b) s.rq_s[b][tid] = s.rk_s[b][tid] = 1.f;
   if (tid < 2) s.p_exp[tid] = 0;
   {  // T's blocks above the diagonal: zeros for the whole sequence (gate_inverse writes the rest)
-    constexpr int kPieces = int(sizeof(WsHalfPair) / sizeof(uint4));
+    constexpr int kPieces = int(sizeof(s.t) / sizeof(uint4));
     uint4* t = reinterpret_cast<uint4*>(&s.t);
     for (int i = tid; i < kPieces; i += kWsThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
   }
@@ -310,8 +311,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           mbarrier_wait(&s.k_full[buf], parity(c));
         else
           ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
-        // Kc Kc^T into m (buffer buf: chunk c - 2's X there was read by the chain's gate_inverse
-        // before chunk c's Kc was issued or copied), then X over m in place.
+        // Kc Kc^T into m (chunk c - 1's X there was read by this role's gate_inverse), then X
+        // over m in place, then T and Xw into buffer buf (chunk c - 2's there were read by the
+        // chain's -W and U before chunk c's Kc was issued or copied).
         float kk[2][4][4];  // token columns [0, 32) and [32, 64)
         ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
         ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
@@ -322,15 +324,20 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const float* rk = s.rk_s[c % kNormSlots];
         wgmma_wait<0>();
         // m's blocks: rows [16 w, +16) of columns [0, 32), and of [32, 64) for w >= 2
-        store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq, rk, p.scale);
         if (w >= 2)
-          store_key_block<M, CoreTiles, true, false>(s.mx[buf], nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
+          store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
         __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
-        WsInverseTiles inverse{s.mx[buf], s.mx[buf]};
+        WsInverseTiles inverse{s.mx, s.mx};
         invert_diagonal_blocks<true>(inverse, w, lane);
         inverse_sync();  // every diagonal block
         merge_inverse_blocks_mma(inverse, w, lane, inverse_sync);
-        // (a barrier of the warpgroup before the arrival, as the outputs role's: racecheck)
+        inverse_sync();  // X is complete
+        WsGateInverseTiles gi{s.mx, G, beta, rk, {&s.t[buf].hi[0], &s.t[buf].lo[0]}, s.xw[buf]};
+        gate_inverse_warpgroup<M, CoreTiles>(gi, ptid);
+        fence_shared_for_wgmma();  // T -> the chain's wgmma
+        // (a barrier of the warpgroup before the arrival, as the outputs role's: racecheck; X is
+        // read: chunk c + 1's m may take its place)
         inverse_sync();
         // (chunk c + 2's arrival on this id needs chunk c + 2's Kc, issued or copied after the
         // chain's wait for this one)
@@ -394,9 +401,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // [32, 64) for w < 2 (its block AB is zeros, written once)
       uint16_t* p_hi = &s.p_slot[buf][0][0];
       const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale
-        store_key_block<M, CoreTiles, false, true, true>(s.mx[buf], p_hi, nullptr, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p_scale, absmax);
+        store_key_block<M, CoreTiles, false, true, true>(s.mx, p_hi, nullptr, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p_scale, absmax);
         if (w < 2)
-          store_key_block<M, CoreTiles, false, true, true>(s.mx[buf], p_hi, nullptr, 32 + 16 * w, 32, lane, qk[1], qk[1], G, beta, rq, rk, p_scale, absmax);
+          store_key_block<M, CoreTiles, false, true, true>(s.mx, p_hi, nullptr, 32 + 16 * w, 32, lane, qk[1], qk[1], G, beta, rq, rk, p_scale, absmax);
       };
       float p_absmax = 0.f;
       store_p(p.scale, &p_absmax);
@@ -456,20 +463,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // The chunk's gates and norms, in their slots (rewritten for chunk c + 8 and c + 4 at the
     // earliest, while the preparation runs at most two chunks ahead)
     const float* G = s.G_s[c % kGateSlots];
-    const float* beta = s.beta_s[c % kGateSlots];
     const float* rq = s.rq_s[c % kNormSlots];
     const float* rk = s.rk_s[c % kNormSlots];
-    // T, Xw from X (chunk c + 2's m replaces it once its Kc has landed, issued after this chunk's
-    // -W and U)
-    WsGateInverseTiles gi{s.mx[buf], G, beta, rk, {&s.t.hi[0], &s.t.lo[0]}, s.xw};
-    gate_inverse<M, CoreTiles>(gi, tid);
     if (tid < kC) {  // o's scale folded into q_f (and P): o = scale (O diag(q_f) + D^T P^T)
       const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, G, rq, rk};
       s.q_f[tid] = output_factor<false>(own, tid) * (p.scale * pow2(-pi));
       s.k_f[tid] = state_factor<false>(own, G[kC - 1], tid);
     }
-    fence_shared_for_wgmma();  // T -> wgmma
-    if (!by_tma(c)) {          // Vc by this thread's cp.async (the sequence's last chunk)
+    if (!by_tma(c)) {  // Vc by this thread's cp.async (the sequence's last chunk)
       cp_async_wait<0>();
       fence_shared_for_wgmma();
     }
@@ -487,7 +488,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
     {
       const WsMinusWTiles view{reinterpret_cast<const uint16_t(*)[kC][kK]>(k_tile),
-                               reinterpret_cast<const uint16_t(*)[kC][kV]>(v_tile), s.xw, s.t, G, s.w_neg};
+                               reinterpret_cast<const uint16_t(*)[kC][kV]>(v_tile), s.xw[buf], s.t[buf], G,
+                               s.w_neg};
       wgmma_minus_w_new_values<M, const WsMinusWTiles, MmaF16>(view, 0, warp, lane, D);
     }
     if (sigma != 0) scale_tiles(D, pow2(-sigma));  // U in the state's units

@@ -747,16 +747,30 @@ constexpr int kLowerBlocks = (kC / 16) * (kC / 16 + 1) / 2;
 // Every pair's operands are read first (a column pair's x, beta, G and rk as one 8-byte load
 // each), then formed and stored: read pair by pair, each pair's loads waited behind the stores
 // before them (the fused kernel's SASS), five latency chains in a row.
+// (gate_inverse_half: the blocks of warpgroup wg's steps, r = the thread's index in it;
+// gate_inverse_warpgroup: both halves by one warpgroup.)
+template <class M, class L, class Sm>
+__device__ __forceinline__ void gate_inverse_half(Sm& s, int wg, int r);
 template <class M, class L = PaddedTiles, class Sm>
 __device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
-  static_assert(kLowerBlocks == 10 && kThreads == 256, "two blocks of 128 pairs a step (one a warpgroup), five steps");
+  static_assert(kThreads == 256, "two blocks of 128 pairs a step (one a warpgroup)");
+  gate_inverse_half<M, L>(s, tid >> 7, tid & 127);
+}
+template <class M, class L = PaddedTiles, class Sm>
+__device__ __forceinline__ void gate_inverse_warpgroup(Sm& s, int r) {
+  gate_inverse_half<M, L>(s, 0, r);
+  gate_inverse_half<M, L>(s, 1, r);
+}
+template <class M, class L, class Sm>
+__device__ __forceinline__ void gate_inverse_half(Sm& s, int wg, int r) {
+  static_assert(kLowerBlocks == 10, "two blocks of 128 pairs a step, five steps");
   static_assert(kLdF % 2 == 0 && offsetof(Sm, x) % 8 == 0 && offsetof(Sm, G) % 8 == 0 &&
                     offsetof(Sm, beta) % 8 == 0 && offsetof(Sm, rk) % 8 == 0,
                 "a column pair of x, G, beta and rk is one 8-byte load");
   constexpr int kSteps = kLowerBlocks / 2;
   constexpr int kBi[kLowerBlocks] = {0, 1, 1, 2, 2, 2, 3, 3, 3, 3};  // block (bi, bj), bj <= bi, row by row
   constexpr int kBj[kLowerBlocks] = {0, 0, 1, 0, 1, 2, 0, 1, 2, 3};
-  const int wg = tid >> 7, r = tid & 127, ri = r >> 3, rj = 2 * (r & 7);
+  const int ri = r >> 3, rj = 2 * (r & 7);
   uint16_t* t_hi = &s.t.hi[0][0];
   uint16_t* t_lo = &s.t.lo[0][0];
   float Gi[kSteps];
