@@ -35,7 +35,7 @@
 // id's uses alternate strictly, which the comments at each use argue):
 //   kBarNormsReady+b outputs -> inverse    chunk c's gates and key norms (b = c & 1)
 //   kBarXReady+b     inverse -> chain      chunk c's T and Xw
-//   kBarPrepared     outputs -> chain      chunk c's P slot, gates and norms
+//   kBarPrepared+b   outputs -> chain      chunk c's P slot, gates and norms
 //   kBarChunkDone+b  chain -> outputs      chunk c done, before the outputs role copies chunk
 //                                          c + 2's q and Kc by cp.async
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
@@ -147,13 +147,13 @@ static_assert(kWsChainRegs * kWsChainThreads + (kWsInverseRegs + kWsOutputsRegs)
 #if GDN_CHUNKED_WGMMA
 namespace ws {
 enum : int {
-  kBarChain = 1,           // the chain's warps
-  kBarInverse = 2,         // the inverse role's warps
-  kBarPrepared = 3,        // outputs role -> chain: chunk c's P, gates and norms
-  kBarOutputs = 4,         // the outputs role's warps
-  kBarChunkDone = 5,       // and 6: chain -> outputs role, chunk c done (c & 1)
-  kBarXReady = 7,          // and 8: inverse role -> chain, chunk c's X (c & 1)
-  kBarNormsReady = 9       // and 10: outputs role -> inverse role, chunk c's gates and key norms (c & 1)
+  kBarChain = 1,       // the chain's warps
+  kBarInverse = 2,     // the inverse role's warps
+  kBarOutputs = 3,     // the outputs role's warps
+  kBarPrepared = 4,    // and 5: outputs role -> chain, chunk c's P, gates and norms (c & 1)
+  kBarChunkDone = 6,   // and 7: chain -> outputs role, chunk c done (c & 1)
+  kBarXReady = 8,      // and 9: inverse role -> chain, chunk c's T and Xw (c & 1)
+  kBarNormsReady = 10  // and 11: outputs role -> inverse role, chunk c's gates and key norms (c & 1)
 };
 // A hand-off between the chain and one preparing warpgroup (threads: every thread that arrives
 // or waits on the id).
@@ -356,9 +356,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       uint16_t* k_tile = k_tile_of(c);
       uint16_t* q_tile = &s.q[buf][0][0];
       if (!by_tma(c)) {
-        // The chain is done with chunk c - 2, whose q and Vc buffers take chunk c's q and Kc (its
-        // arrival there needs chunk c - 1's kBarPrepared, given after this wait: the ids of c - 2
-        // and c alternate).
+        // The chain is done with chunk c - 2, whose q and Vc buffers take chunk c's q and Kc (the
+        // chain's next arrival on this id, chunk c's, needs chunk c's kBarPrepared, given after
+        // this wait).
         if (c >= 2) ws::wait(ws::kBarChunkDone + buf);
         load_token_rows<kWsPrepThreads, CoreTiles::Q>(p.q, n, sq.bos + c * kC, live_rows(c), j, q_tile, ptid);
         load_token_rows<kWsPrepThreads, CoreTiles::K>(p.k, n, sq.bos + c * kC, live_rows(c), j, k_tile, ptid);
@@ -428,9 +428,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         }
         if (ptid == 0) s.p_exp[buf] = pi;
       }
-      // (chunk c's arrival follows its q, issued at the chain's chunk c - 2 end, from where the
-      // chain goes straight to its wait for chunk c - 1: the arrivals and waits alternate)
-      ws::arrive(ws::kBarPrepared);
+      // (chunk c + 2's arrival on this id needs chunk c + 2's q, issued or copied after the
+      // chain's chunk c, which waits for this one. With one id for every chunk, chunk c's arrival
+      // could come before the chain's wait for chunk c - 1 while the chain waited for the inverse
+      // role: a hang in the tests.)
+      ws::arrive(ws::kBarPrepared + buf);
     }
     return;
   }
@@ -454,7 +456,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     keep_state_in_range(S, sigma);  // (as loaded, or after the last chunk's completed update)
     // Chunk c prepared: its X (the inverse role), its P, gates and norms (the outputs role).
     ws::wait(ws::kBarXReady + buf);
-    ws::wait(ws::kBarPrepared);
+    ws::wait(ws::kBarPrepared + buf);
     const int pi = s.p_exp[buf];  // P slot buf holds 2^-pi P
     if (by_tma(c)) {  // (complete: q, Kc for this thread too)
       mbarrier_wait(&s.q_full[buf], parity(c));
