@@ -531,10 +531,16 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
 // Hk/Hv 4/8: split against fused 0.428 / 0.648 ms at 48 pairs, 0.503 / 0.646 at 64, 0.741 / 0.652
 // at 72, 0.829 / 0.655 at 96; the model's estimates 3.97 and 5.78 us a chunk at 64 and 72 pairs
 // against 3.93 and 5.79 measured; bench/results/2026-12-01-session24/form-boundary.json). The
-// constants before them took the split form at 72 pairs, 11% slower. kFusedStepUs (the one-role
-// fused kernel) is the twelfth session's figure, for GPUs without wgmma.
+// constants before them took the split form at 72 pairs, 11% slower. The twenty-eighth session's
+// fused kernel (two preparing warpgroups) takes 0.617 ms on 4 x 8192 against 0.660: the fused
+// form there is about 7% faster, which moves no choice at those points (scaled by 0.93, the
+// fused form's 0.646 and 0.652 ms become about 0.60 and 0.61: still behind the split form's
+// 0.503 at 64 pairs, still ahead of its 0.741 at 72; not measured at the boundary again).
+// kFusedStepUs (the one-role fused kernel) is the twelfth session's figure, for GPUs without
+// wgmma.
 inline constexpr double kFusedStepUs = 7.6;        // 4 x 8192: 0.974 ms over 128 chunks (twelfth session)
-inline constexpr double kFusedWsStepUs = 5.2;      // warp-specialised: 4 x 8192 0.659 ms over 128 chunks
+inline constexpr double kFusedWsStepUs = 4.8;      // warp-specialised: 4 x 8192 0.617 ms over 128 chunks
+                                                   // (two preparing warpgroups, twenty-eighth session)
 inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
 inline constexpr double kPrepWgmmaCtaUs = 8.7;     // the wgmma chain's prepare kernel: 271 us (twenty-sixth session)
 inline constexpr double kWgChainStepUs = 1.5;      // the wgmma chain (sm_90a): 377 us / 256 (copier warp)
