@@ -26,8 +26,8 @@
 // in two slots (chunk c's read by the chain while chunk c + 1's are written), the row norms in
 // four and the gates in eight (kGateGroup), all read by the chain in place; m and X in one
 // buffer (the inverse role's: chunk c's m, then its X over it in place), T and Xw in two (chunk
-// c's in buffer c & 1, formed while the chain may still read chunk c - 1's). Kc and Vc trade buffers
-// every two chunks, so chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products
+// c's in buffer c & 1, formed while the chain may still read chunk c - 1's). Kc and Vc trade
+// buffers every two chunks, so chunk c + 2's Kc lands in chunk c's Vc buffer as soon as U's products
 // have read it, and chunk c + 2's Vc lands in chunk c's Kc buffer once the state update has read
 // it; o has a staging tile of its own, written while the state update runs.
 //
@@ -79,10 +79,11 @@ struct WsSmem {
   uint16_t v[2][kC][kV];       // [C, V] value rows (Kc and Vc trade these two every two chunks)
   uint16_t o_stage[kC][kV];    // [C, V] o of the chunk (Swizzle128At), for the TMA store
   uint16_t p_slot[2][kC][kC];  // [C, C] P = Mask o (Qn Kn^T) of chunk c in slot c & 1 (f16)
-  WsHalfPair t[2];             // [C, C] T of chunk c in buffer c & 1 (blocks above the diagonal zeroed once)
+  WsHalfPair t[2];             // [C, C] T of chunk c in buffer c & 1 (blocks above the diagonal
+                               // zeroed once)
   uint16_t xw[2][kC][kLdCC];   // [C, C] X diag(beta rk) of chunk c in buffer c & 1
-  float mx[kC][kLdF];          // [C, C] the inverse role's strictly lower m = diag(beta) Kn Kn^T, then in
-                               // place its X = (I + m)^-1, read by its gate_inverse
+  float mx[kC][kLdF];          // [C, C] the inverse role's strictly lower m = diag(beta) Kn Kn^T,
+                               // then in place its X = (I + m)^-1, read by its gate_inverse
   uint16_t w_neg[kC][kK];      // [C, K] -W (the chain's; KMajorAt)
   float q_f[kC], k_f[kC];      // the chain's per-token factors
   // chunk c's cumulative log-decay G and beta in slot c % kGateSlots, its row norms 1 / ||q_t||,
@@ -135,13 +136,16 @@ static_assert(offsetof(WsSmem, mx) % 16 == 0 && sizeof(float[kC][kLdF]) % 16 == 
 inline constexpr int kWsChainThreads = kThreads;  // warps 0..7
 inline constexpr int kWsPrepThreads = 128;        // a preparing warpgroup: warps 8..11, 12..15
 inline constexpr int kWsThreads = kWsChainThreads + 2 * kWsPrepThreads;
-// Registers a thread after the split (launch: 65536 / 384 rounded down to 8 = 168 each; the
-// two roles' sum stays within the launch's 64,512). Chain / preparation 208 / 88 spilled in the
-// preparation, 192 / 120 and 200 / 104 in both; 184 / 136 spills nothing (ptxas, nvcc 13.0).
+// Registers a thread after the split (launch: 65536 / 512 = 128 each; each scheduler's quarter
+// of the file holds two chain warps and one warp of each preparing role, 2 x 176 + 88 + 72 =
+// 512). ptxas (nvcc 13.0): the chain at 168 serialises its wgmma; the preparing roles at 72 / 72
+// spilled 330 bytes, at 80 / 80 and 88 / 72 about 150 (88 / 72: fewer of them in the loops).
+// (One preparing warpgroup, the kernel before: chain / preparation 184 / 136, no spills.)
 inline constexpr int kWsChainRegs = 176;
 inline constexpr int kWsInverseRegs = 88;
 inline constexpr int kWsOutputsRegs = 72;
-static_assert(kWsChainRegs * kWsChainThreads + (kWsInverseRegs + kWsOutputsRegs) * kWsPrepThreads <= 128 * kWsThreads,
+static_assert(kWsChainRegs * kWsChainThreads + (kWsInverseRegs + kWsOutputsRegs) * kWsPrepThreads <=
+                  128 * kWsThreads,
               "the roles' registers fit what the launch gave the CTA");
 
 #if GDN_CHUNKED_WGMMA
@@ -270,7 +274,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint4* t = reinterpret_cast<uint4*>(&s.t);
     for (int i = tid; i < kPieces; i += kWsThreads) t[i] = make_uint4(0u, 0u, 0u, 0u);
   }
-  if (warp >= kWarps && warp < kWarps + 4) {  // P's block AB (rows [0, 32), columns [32, 64)): zeros in both slots
+  if (warp >= kWarps && warp < kWarps + 4) {  // P's block AB (rows [0, 32), columns [32, 64)):
+                                              // zeros in both slots
     const int w = warp - kWarps;
     store_zero_p<CoreTiles>(16 * (w & 1), 32, lane, &s.p_slot[w >> 1][0][0], &s.p_slot[w >> 1][0][0]);
   }
@@ -293,7 +298,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (warp >= kWarps) {
     // ---- the preparation (warps 8..15), two warpgroups a chunk or two ahead of the chain:
-    //   inverse (warps 8..11)   Kc Kc^T, its epilogue m, X = (I + m)^-1 over m in place
+    //   inverse (warps 8..11)   Kc Kc^T, its epilogue m, X = (I + m)^-1 over m in place, T and
+    //                           Xw from X into buffer c & 1
     //   outputs (warps 12..15)  the gates (every kGateGroup chunks), the row norms, Qc Kc^T and
     //                           its epilogue P (f16, range-checked), and a packed sequence's
     //                           cp.async copies of q and Kc
@@ -324,9 +330,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const float* rk = s.rk_s[c % kNormSlots];
         wgmma_wait<0>();
         // m's blocks: rows [16 w, +16) of columns [0, 32), and of [32, 64) for w >= 2
-        store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq, rk, p.scale);
+        store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq,
+                                                   rk, p.scale);
         if (w >= 2)
-          store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta, rq, rk, p.scale);
+          store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta,
+                                                     rq, rk, p.scale);
         __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
         WsInverseTiles inverse{s.mx, s.mx};
         invert_diagonal_blocks<true>(inverse, w, lane);
@@ -454,7 +462,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint16_t* v_tile = v_tile_of(c);
     uint16_t* q_tile = &s.q[buf][0][0];
     keep_state_in_range(S, sigma);  // (as loaded, or after the last chunk's completed update)
-    // Chunk c prepared: its X (the inverse role), its P, gates and norms (the outputs role).
+    // Chunk c prepared: its T and Xw (the inverse role), its P, gates and norms (the outputs role).
     ws::wait(ws::kBarXReady + buf);
     ws::wait(ws::kBarPrepared + buf);
     const int pi = s.p_exp[buf];  // P slot buf holds 2^-pi P
