@@ -747,20 +747,8 @@ constexpr int kLowerBlocks = (kC / 16) * (kC / 16 + 1) / 2;
 // Every pair's operands are read first (a column pair's x, beta, G and rk as one 8-byte load
 // each), then formed and stored: read pair by pair, each pair's loads waited behind the stores
 // before them (the fused kernel's SASS), five latency chains in a row.
-// (gate_inverse_half: the blocks of warpgroup wg's steps, r = the thread's index in it;
-// gate_inverse_warpgroup: both halves by one warpgroup.)
-template <class M, class L, class Sm>
-__device__ __forceinline__ void gate_inverse_half(Sm& s, int wg, int r);
-template <class M, class L = PaddedTiles, class Sm>
-__device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
-  static_assert(kThreads == 256, "two blocks of 128 pairs a step (one a warpgroup)");
-  gate_inverse_half<M, L>(s, tid >> 7, tid & 127);
-}
-template <class M, class L = PaddedTiles, class Sm>
-__device__ __forceinline__ void gate_inverse_warpgroup(Sm& s, int r) {
-  gate_inverse_half<M, L>(s, 0, r);
-  gate_inverse_half<M, L>(s, 1, r);
-}
+// gate_inverse_half: the blocks of warpgroup wg's steps, r = the thread's index in it (the CTA's
+// two warpgroups: gate_inverse; one warpgroup taking both halves: gate_inverse_warpgroup).
 template <class M, class L, class Sm>
 __device__ __forceinline__ void gate_inverse_half(Sm& s, int wg, int r) {
   static_assert(kLowerBlocks == 10, "two blocks of 128 pairs a step, five steps");
@@ -812,6 +800,16 @@ __device__ __forceinline__ void gate_inverse_half(Sm& s, int wg, int r) {
     }
     *reinterpret_cast<uint32_t*>(&s.xw[i][j]) = M::pack(w[0], w[1]);
   }
+}
+template <class M, class L = PaddedTiles, class Sm>
+__device__ __forceinline__ void gate_inverse(Sm& s, int tid) {
+  static_assert(kThreads == 256, "two blocks of 128 pairs a step (one a warpgroup)");
+  gate_inverse_half<M, L>(s, tid >> 7, tid & 127);
+}
+template <class M, class L = PaddedTiles, class Sm>
+__device__ __forceinline__ void gate_inverse_warpgroup(Sm& s, int r) {
+  gate_inverse_half<M, L>(s, 0, r);
+  gate_inverse_half<M, L>(s, 1, r);
 }
 
 // -W = -diag(gamma) Xw Kc, [C, K]; warp w: columns [16 w, +16). Xw is lower triangular, so
