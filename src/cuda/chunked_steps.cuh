@@ -570,32 +570,77 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
 // (warps 0..3, CUDA cores only: the fused kernel runs them beside its state update's wgmma)
 // and the merges. kInPlace: s.m and s.x are one buffer (each block of X replaces the block of m
 // it was formed from, once that block has been read: the warp-specialised kernel's).
+// The substitution of a 16 x 16 block runs as two of 8 x 8 so that each lane's loads of m can be
+// issued together, a few latency rounds instead of one a row: row by row over 16 rows the
+// compiler kept one row's loads in flight (88 registers a thread in the warp-specialised kernel),
+// and every row waited for its loads (Nsight Compute: 1.5 us of that kernel's 4.8 us step on its
+// inverse role, stalled on shared loads). Lane c < 8 forms column c of the upper sub-block's
+// inverse, then the rows [8, 16) of its column (m's rows there, then the lower sub-block); lane
+// c >= 8 the column c - 8 of the lower sub-block's inverse (its rows above are zeros). Every
+// value is the same sum in the same order as row by row (x_r = delta_rc - sum_{j < r} m_rj x_j,
+// j ascending; the terms with x_j = 0 change nothing).
 template <bool kInPlace = false, class Sm>
 __device__ __forceinline__ void invert_diagonal_blocks(Sm& s, int warp, int lane) {
   if (warp < 4) {
     const int b0 = 16 * warp;
     if (lane < 16) {
-      const int c = lane;
-      // x_r = delta_rc - sum_{j < r} m_rj x_j, j ascending; m's row r read 4 values a load
-      // (read one value a load, column by column, the loads' latency set the pace: Nsight
-      // Compute, 4 warps of 16 lanes the only ones working)
-      float x[16];
+      const int c = lane, h = c >> 3, cc = c & 7;
+      const auto load4 = [&](int r, int j) { return *reinterpret_cast<const float4*>(&s.m[r][j]); };
+      const auto at = [](const float4& v, int e) { return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w; };
+      // rows 1..7 of an 8 x 8 sub-block from (r0, j0), strictly lower: v[r - 1] its columns [0,
+      // 4) for r <= 4, v[4 + 2 (r - 5) + k] its columns [4 k, +4) for r >= 5
+      const auto load_lower = [&](int r0, int j0, float4 (&v)[10]) {
 #pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float acc = r == c ? 1.f : 0.f;
+        for (int r = 1; r <= 4; ++r) v[r - 1] = load4(r0 + r, j0);
 #pragma unroll
-        for (int j4 = 0; j4 < r; j4 += 4) {
-          const float4 m4 = *reinterpret_cast<const float4*>(&s.m[b0 + r][b0 + j4]);
-          const float mj[4] = {m4.x, m4.y, m4.z, m4.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (j4 + e < r) acc -= mj[e] * x[j4 + e];
+        for (int r = 5; r <= 7; ++r) {
+          v[4 + 2 * (r - 5)] = load4(r0 + r, j0);
+          v[5 + 2 * (r - 5)] = load4(r0 + r, j0 + 4);
         }
-        x[r] = acc;
+      };
+      const auto lower = [&](const float4 (&v)[10], int r, int j) {  // m_rj of the sub-block, j < r
+        return r <= 4 ? at(v[r - 1], j) : at(v[4 + 2 * (r - 5) + (j >> 2)], j & 3);
+      };
+      // x_r -= m_rj x_j for j < r, j ascending, then x_r final: the sub-block's substitution
+      const auto substitute = [&](const float4 (&v)[10], float (&x)[8]) {
+#pragma unroll
+        for (int r = 1; r < 8; ++r)
+#pragma unroll
+          for (int j = 0; j < r; ++j) x[r] -= lower(v, r, j) * x[j];
+      };
+      float y[8];  // rows [8 h, +8) of column c
+      {
+        float4 v[10];
+        load_lower(b0 + 8 * h, b0 + 8 * h, v);
+#pragma unroll
+        for (int r = 0; r < 8; ++r) y[r] = r == cc ? 1.f : 0.f;
+        substitute(v, y);
+      }
+      float z[8] = {};  // c < 8: rows [8, 16) of column c
+      if (h == 0) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // z_r = -sum_{j < 8} m_rj y_j, j ascending
+          float4 w[8];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            w[2 * r] = load4(b0 + 8 + 4 * half + r, b0);
+            w[2 * r + 1] = load4(b0 + 8 + 4 * half + r, b0 + 4);
+          }
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) z[4 * half + r] -= at(w[2 * r + (j >> 2)], j & 3) * y[j];
+        }
+        float4 v[10];
+        load_lower(b0 + 8, b0 + 8, v);
+        substitute(v, z);
       }
       if constexpr (kInPlace) __syncwarp(0x0000ffffu);  // every lane's reads of m_bb before X_bb over it
 #pragma unroll
-      for (int r = 0; r < 16; ++r) s.x[b0 + r][b0 + c] = x[r];
+      for (int r = 0; r < 8; ++r) {
+        s.x[b0 + r][b0 + c] = h == 0 ? y[r] : 0.f;
+        s.x[b0 + 8 + r][b0 + c] = h == 0 ? z[r] : y[r];
+      }
     } else if ((warp & 1) == 0) {
 #pragma unroll
       for (int r = 0; r < 16; ++r) s.x[b0 + r][b0 + lane] = 0.f;  // block (b, b + 1), lane >= 16
