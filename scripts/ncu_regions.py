@@ -6,6 +6,13 @@ Each stretch ends at a BAR.SYNC (or EXIT); for each stretch over 0.5% of the sam
 its share, its top stall reasons and its most executed opcodes, which is how docs/NOTES.md
 attributes a kernel's time to its steps.
     python3 scripts/ncu_regions.py F.csv
+    python3 scripts/ncu_regions.py --roles F.csv
+--roles: a warp-specialised kernel's roles instead, its code cut at each unconditional EXIT
+(each role's code ends in one): each part's share of the samples and top stalls, then the waits
+at its block barriers. A warp waiting at a BAR.SYNC is sampled at the instruction after it (the
+bar.sync has issued; with DEFER_BLOCKING it may issue a few independent instructions first),
+so each barrier's wait is the barrier samples up to the next BAR.SYNC: the ids in the SASS
+(named_barrier's, a register or a constant) tell which hand-off it is.
 """
 import collections
 import csv
@@ -49,5 +56,47 @@ def main(path):
         print("%2d %s-%s %5.1f%% n=%d | %s | %s" % (i, s["start"], s["end"], 100.0 * s["samples"] / total, s["n"], top, ops))
 
 
+def roles(path):
+    rows = list(csv.reader(open(path)))
+    header, data = rows[1], rows[2:]
+    col = {h: i for i, h in enumerate(header)}
+    samples_col = col["Warp Stall Sampling (All Samples)"]
+    stalls = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
+    total = sum(int(r[samples_col] or 0) for r in data)
+    base = int(data[0][col["Address"]], 16)
+    print("samples", total, "instructions", len(data))
+    parts, cur = [], []
+    for r in data:
+        cur.append(r)
+        if r[col["Source"]].strip().startswith("EXIT"):
+            parts.append(cur)
+            cur = []
+    if cur:
+        parts.append(cur)
+    for part in parts:
+        n = sum(int(r[samples_col] or 0) for r in part)
+        if n < 0.01 * total:
+            continue
+        st = collections.Counter()
+        for r in part:
+            for s in stalls:
+                st[s] += int(r[col[s]] or 0)
+        top = ", ".join("%s %d" % (k.replace("stall_", ""), v) for k, v in st.most_common(5))
+        first, last = int(part[0][col["Address"]], 16) - base, int(part[-1][col["Address"]], 16) - base
+        print("part %05x-%05x %5.1f%% | %s" % (first, last, 100.0 * n / total, top))
+        waits, last = collections.Counter(), None  # barrier samples by the last BAR.SYNC before them
+        for r in part:
+            if last is not None:
+                waits[last] += int(r[col["stall_barrier"]] or 0)
+            if "BAR.SYNC" in r[col["Source"]]:
+                last = (int(r[col["Address"]], 16) - base, r[col["Source"]].strip())
+        for (address, src), wait in sorted(waits.items()):
+            if wait >= 0.002 * total:
+                print("  wait %5.1f%% at %05x %s" % (100.0 * wait / total, address, src))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--roles":
+        roles(sys.argv[2])
+    else:
+        main(sys.argv[1])
