@@ -52,8 +52,8 @@
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
-#              those samples by stretch between barriers (scripts/ncu_regions.py); PROFILE_LIB
-#              the build (default lib).
+#              those samples by stretch between barriers and by role (scripts/ncu_regions.py);
+#              PROFILE_LIB the build (default lib).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   bash scripts/device_pass.sh --pack --slim   # only gdn and cuda_chunked_test (about 13 MB: room
@@ -312,6 +312,7 @@ if has profile; then
   grep -E "Duration|Registers|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|Tensor|Shared" \
     "$P/details.txt" | head -20 >> "$SUMMARY"
   python3 scripts/ncu_regions.py "$P/source.csv" >> "$SUMMARY" 2>&1  # stall samples by stretch
+  python3 scripts/ncu_regions.py --roles "$P/source.csv" >> "$SUMMARY" 2>&1  # by role, waits by barrier
 fi
 
 tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null
