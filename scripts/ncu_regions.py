@@ -19,15 +19,21 @@ import csv
 import sys
 
 
-def main(path):
+def read(path):
+    """The page's instruction rows, its column index by name, the samples column, the stall
+    reasons' columns and the samples in all."""
     rows = list(csv.reader(open(path)))
-    header = rows[1]
-    data = rows[2:]
+    header, data = rows[1], rows[2:]
     col = {h: i for i, h in enumerate(header)}
     samples_col = col["Warp Stall Sampling (All Samples)"]
     stalls = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
     total = sum(int(r[samples_col] or 0) for r in data)
     print("samples", total, "instructions", len(data))
+    return data, col, samples_col, stalls, total
+
+
+def main(path):
+    data, col, samples_col, stalls, total = read(path)
 
     def stretch(start):
         return {"start": start, "samples": 0, "n": 0, "ops": collections.Counter(), "stalls": collections.Counter()}
@@ -57,14 +63,8 @@ def main(path):
 
 
 def roles(path):
-    rows = list(csv.reader(open(path)))
-    header, data = rows[1], rows[2:]
-    col = {h: i for i, h in enumerate(header)}
-    samples_col = col["Warp Stall Sampling (All Samples)"]
-    stalls = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
-    total = sum(int(r[samples_col] or 0) for r in data)
+    data, col, samples_col, stalls, total = read(path)
     base = int(data[0][col["Address"]], 16)
-    print("samples", total, "instructions", len(data))
     parts, cur = [], []
     for r in data:
         cur.append(r)
@@ -84,12 +84,12 @@ def roles(path):
         top = ", ".join("%s %d" % (k.replace("stall_", ""), v) for k, v in st.most_common(5))
         first, last = int(part[0][col["Address"]], 16) - base, int(part[-1][col["Address"]], 16) - base
         print("part %05x-%05x %5.1f%% | %s" % (first, last, 100.0 * n / total, top))
-        waits, last = collections.Counter(), None  # barrier samples by the last BAR.SYNC before them
+        waits, barrier = collections.Counter(), None  # barrier samples by the last BAR.SYNC before them
         for r in part:
-            if last is not None:
-                waits[last] += int(r[col["stall_barrier"]] or 0)
+            if barrier is not None:
+                waits[barrier] += int(r[col["stall_barrier"]] or 0)
             if "BAR.SYNC" in r[col["Source"]]:
-                last = (int(r[col["Address"]], 16) - base, r[col["Source"]].strip())
+                barrier = (int(r[col["Address"]], 16) - base, r[col["Source"]].strip())
         for (address, src), wait in sorted(waits.items()):
             if wait >= 0.002 * total:
                 print("  wait %5.1f%% at %05x %s" % (100.0 * wait / total, address, src))
