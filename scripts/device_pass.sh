@@ -49,6 +49,13 @@
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
 #              KERNELS_METRICS (default gpu__time_duration.sum) the Nsight Compute metrics,
 #              KERNELS_LIBS the builds ("lib NAME ...", default lib);
+#   trace      (not in the default list) bench/ws_trace.py: the fused kernel's timeline by role
+#              (clock64 marks at its hand-offs) on TRACE_CASE (default prefill-4x8192), with the
+#              --add-lib build TRACE_LIB (default trace), one configured with -DGDN_WS_TRACE=ON:
+#                cmake -S . -B build-trace -DGDN_WS_TRACE=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOL=OFF
+#                cmake --build build-trace --target gdn
+#                bash scripts/device_pass.sh --add-lib trace build-trace/lib/libgdn.so
+#              (seconds);
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
@@ -296,6 +303,14 @@ if has kernels; then  # each chunked kernel's duration (Nsight Compute, one laun
       grep -E '"(gpu|dram|lts|sm|l1tex)__' "$log" | awk -F'","' '{print $5, $(NF-2), $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
     done
   done
+fi
+
+if has trace; then
+  TL=$(builds "${TRACE_LIB:-trace}")
+  LD_LIBRARY_PATH=$PWD/$TL:/usr/local/cuda/lib64 timeout 120 python3 bench/ws_trace.py --lib "$PWD/$TL/libgdn.so" \
+    --case "${TRACE_CASE:-prefill-4x8192}" --json "$FINAL/ws-trace.json" > "$WORK/trace.log" 2>&1
+  note "== trace: rc=$? ($(elapsed))"
+  cat "$WORK/trace.log" >> "$SUMMARY"
 fi
 
 if has profile; then

@@ -20,3 +20,14 @@ const ChunkedLaunchers& chunked_launchers_bf16() {
 }
 
 }  // namespace gdn::cuda::chunked
+
+#if GDN_WS_TRACE
+// A lab build's timeline of this file's fused warp-specialised kernel (chunked_fused_ws.cuh's
+// ws_trace, the last launch's marks), for bench/ws_trace.py: the bytes copied to host memory at
+// dst (at most `bytes`), or -1 when the copy failed.
+extern "C" __attribute__((visibility("default"))) long long gdn_debug_ws_trace(void* dst, size_t bytes) {
+  using gdn::cuda::chunked::ws_trace;
+  const size_t n = bytes < sizeof(ws_trace) ? bytes : sizeof(ws_trace);
+  return cudaMemcpyFromSymbol(dst, ws_trace, n) == cudaSuccess ? static_cast<long long>(n) : -1;
+}
+#endif

@@ -148,6 +148,28 @@ static_assert(kWsChainRegs * kWsChainThreads + (kWsInverseRegs + kWsOutputsRegs)
                   128 * kWsThreads,
               "the roles' registers fit what the launch gave the CTA");
 
+// A lab build's timeline (cmake -DGDN_WS_TRACE=ON; bench/ws_trace.py reads it through
+// gdn_debug_ws_trace): lane 0 of every warp of the first kTraceCtas CTAs records clock64 (the
+// SM's cycle counter: one CTA's warps share it) at kTraceEvents points of each of the first
+// kTraceChunks chunks: the GDN_WS_MARK lines of each role below (bench/ws_trace.py names them;
+// its constants follow these). Off, the marks compile to nothing (the same SASS).
+#ifndef GDN_WS_TRACE
+#define GDN_WS_TRACE 0
+#endif
+#if GDN_WS_TRACE
+inline constexpr int kTraceCtas = 4, kTraceChunks = 64, kTraceEvents = 8;
+static __device__ unsigned long long ws_trace[kTraceCtas][kTraceChunks][kWsThreads / 32][kTraceEvents];
+#define GDN_WS_MARK(c, e)                                                           \
+  do {                                                                              \
+    if (lane == 0 && blockIdx.x < kTraceCtas && (c) < kTraceChunks)                 \
+      ws_trace[blockIdx.x][(c)][warp][(e)] = static_cast<unsigned long long>(clock64()); \
+  } while (0)
+#else
+#define GDN_WS_MARK(c, e) \
+  do {                    \
+  } while (0)
+#endif
+
 #if GDN_CHUNKED_WGMMA
 namespace ws {
 enum : int {
@@ -311,12 +333,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const auto inverse_sync = [] { named_barrier(ws::kBarInverse, kWsPrepThreads); };
       for (int64_t c = 0; c < chunks; ++c) {
         const int buf = int(c & 1);
+        GDN_WS_MARK(c, 0);  // inverse: the chunk's start
         uint16_t* k_tile = k_tile_of(c);
         // Kc of chunk c: landed by TMA, or copied by the outputs role before its signal below
         if (by_tma(c))
           mbarrier_wait(&s.k_full[buf], parity(c));
         else
           ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
+        GDN_WS_MARK(c, 1);  // Kc landed
         // Kc Kc^T into m (chunk c - 1's X there was read by this role's gate_inverse), then X
         // over m in place, then T and Xw into buffer buf (chunk c - 2's there were read by the
         // chain's -W and U before chunk c's Kc was issued or copied).
@@ -324,6 +348,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         ws::gram_issue<M>(k_tile, k_tile, 0, kk[0]);
         ws::gram_issue<M>(k_tile, k_tile, 32, kk[1]);
         if (by_tma(c)) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);  // beta and rk of chunk c
+        GDN_WS_MARK(c, 2);  // the outputs role's gates and key norms
         const float* G = s.G_s[c % kGateSlots];
         const float* beta = s.beta_s[c % kGateSlots];
         const float* rq = s.rq_s[c % kNormSlots];
@@ -336,11 +361,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 32, lane, kk[1], kk[1], G, beta,
                                                      rq, rk, p.scale);
         __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
+        GDN_WS_MARK(c, 3);  // m's epilogue done
         WsInverseTiles inverse{s.mx, s.mx};
         invert_diagonal_blocks<true>(inverse, w, lane);
+        GDN_WS_MARK(c, 4);  // the warp's diagonal block done
         inverse_sync();  // every diagonal block
+        GDN_WS_MARK(c, 5);  // every diagonal block done
         merge_inverse_blocks_mma(inverse, w, lane, inverse_sync);
         inverse_sync();  // X is complete
+        GDN_WS_MARK(c, 6);  // the merges done
         WsGateInverseTiles gi{s.mx, G, beta, rk, {&s.t[buf].hi[0], &s.t[buf].lo[0]}, s.xw[buf]};
         gate_inverse_warpgroup<M, CoreTiles>(gi, ptid);
         fence_shared_for_wgmma();  // T -> the chain's wgmma
@@ -349,6 +378,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         inverse_sync();
         // (chunk c + 2's arrival on this id needs chunk c + 2's Kc, issued or copied after the
         // chain's wait for this one)
+        GDN_WS_MARK(c, 7);  // T and Xw handed to the chain
         ws::arrive(ws::kBarXReady + buf);
       }
       return;
@@ -362,6 +392,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int buf = int(c & 1);
       uint16_t* k_tile = k_tile_of(c);
+      GDN_WS_MARK(c, 0);  // outputs: the chunk's start
       uint16_t* q_tile = &s.q[buf][0][0];
       if (!by_tma(c)) {
         // The chain is done with chunk c - 2, whose q and Vc buffers take chunk c's q and Kc (the
@@ -377,6 +408,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       } else {
         mbarrier_wait(&s.k_full[buf], parity(c));
       }
+      GDN_WS_MARK(c, 1);  // q and Kc copied, or Kc landed
       float* G = s.G_s[c % kGateSlots];
       float* beta = s.beta_s[c % kGateSlots];
       float* rq = s.rq_s[c % kNormSlots];  // (the chain read chunk c - 4's long before)
@@ -393,10 +425,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       outputs_sync();  // the slot's gates and key norms
       // -> the inverse role (its next arrival on this id, chunk c + 2's, needs chunk c + 2's Kc:
       // after the chain's chunk c, which waits for the inverse role's chunk c, which waits here)
+      GDN_WS_MARK(c, 2);  // gates and key norms handed to the inverse role
       ws::arrive(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
       // Qc Kc^T into P slot buf once chunk c's q has landed (its reader, chunk c - 2's outputs,
       // is done when chunk c's q is issued)
       if (by_tma(c)) mbarrier_wait(&s.q_full[buf], parity(c));
+      GDN_WS_MARK(c, 3);  // q landed
       if (p.l2norm) {  // (before the products: beside their accumulators the role spilled)
         ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
         outputs_sync();  // the query norms
@@ -405,6 +439,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
       ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
       wgmma_wait<0>();
+      GDN_WS_MARK(c, 4);  // Qc Kc^T done
       // P's blocks: rows [16 w, +16) of columns [0, 32), and rows [32 + 16 w, +16) of columns
       // [32, 64) for w < 2 (its block AB is zeros, written once)
       uint16_t* p_hi = &s.p_slot[buf][0][0];
@@ -419,11 +454,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         p_absmax = warp_max(p_absmax);
         if (lane == 0) s.p_max[buf][w] = p_absmax;
       }
+      GDN_WS_MARK(c, 5);  // the warp's P stored
       fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, Kc -> the TMA refills
       // (a barrier of the warpgroup first: compute-sanitizer's racecheck reported the merge's last
       // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
       // with a CTA fence before the arrival or without one)
       outputs_sync();
+      GDN_WS_MARK(c, 6);  // every warp's P stored
       if (check_p) {  // P's exponent (the slot's last reader, chunk c - 2's staging, is done: above)
         const float4 pm = *reinterpret_cast<const float4*>(s.p_max[buf]);
         const float m = fmaxf(fmaxf(pm.x, pm.y), fmaxf(pm.z, pm.w));
@@ -440,6 +477,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // chain's chunk c, which waits for this one. With one id for every chunk, chunk c's arrival
       // could come before the chain's wait for chunk c - 1 while the chain waited for the inverse
       // role: a hang in the tests.)
+      GDN_WS_MARK(c, 7);  // P, gates and norms handed to the chain
       ws::arrive(ws::kBarPrepared + buf);
     }
     return;
@@ -462,9 +500,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint16_t* v_tile = v_tile_of(c);
     uint16_t* q_tile = &s.q[buf][0][0];
     keep_state_in_range(S, sigma);  // (as loaded, or after the last chunk's completed update)
+    GDN_WS_MARK(c, 0);  // chain: the step's start
     // Chunk c prepared: its T and Xw (the inverse role), its P, gates and norms (the outputs role).
     ws::wait(ws::kBarXReady + buf);
+    GDN_WS_MARK(c, 1);  // T and Xw ready
     ws::wait(ws::kBarPrepared + buf);
+    GDN_WS_MARK(c, 2);  // P ready
     const int pi = s.p_exp[buf];  // P slot buf holds 2^-pi P
     if (by_tma(c)) {  // (complete: q, Kc for this thread too)
       mbarrier_wait(&s.q_full[buf], parity(c));
@@ -489,6 +530,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // chunk c + 1's Vc into chunk c - 1's Kc buffer (read by that chunk's state update)
       if (next && c >= 1 && by_tma(c + 1)) tma_v(c + 1);
     }
+    GDN_WS_MARK(c, 3);  // before the step's first barrier (the copier's waits and copies above)
     chain_sync();
     if (next && c >= 1 && !by_tma(c + 1)) {  // into chunk c - 1's Kc buffer
       load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, tok0 + kC, live_rows(c + 1), h, v_tile_of(c + 1), tid);
@@ -504,8 +546,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     if (sigma != 0) scale_tiles(D, pow2(-sigma));  // U in the state's units
     fence_shared_for_wgmma();  // -W -> the chain's wgmma; this thread's reads of Vc -> the TMA refill
+    GDN_WS_MARK(c, 4);  // the warp's -W and U done
     chain_sync();
     if (copier && c + 2 < chunks && by_tma(c + 2)) tma_k(c + 2);  // into Vc's buffer: U has read it
+    GDN_WS_MARK(c, 5);  // every warp's -W and U done
 
     const ChainTiles ct{&s.w_neg[0][0], q_tile, k_tile, &s.p_slot[buf][0][0], nullptr,
                         G, s.q_f, s.k_f};
@@ -527,7 +571,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       next_checkpoint += checkpoint_every_chunks(p);
     }
     fence_shared_for_wgmma();  // o -> the TMA store; this thread's reads of q -> the TMA refill
+    GDN_WS_MARK(c, 6);  // the warp's outputs and state update done
     chain_sync();  // o staged; q, Kc and P slot buf read
+    GDN_WS_MARK(c, 7);  // every warp's (the step's last barrier)
     if (box_store) {
       if (copier) {
         tma_store_4d(&maps.o, o_stage, 0, h, int(tok0), seq_coord);
