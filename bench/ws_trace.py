@@ -70,6 +70,18 @@ def summarize(t, ghz):
         v = statistics.median(int(t[b, c, wb, eb] - t[b, c, wa, ea]) for b in range(CTAS) for c in cs)
         out["hand_offs"][name] = v
         print("  %-48s %7d (%.2f us)" % (name, v, us(v)))
+    # which preparing role the chain's step waited for: the one whose hand-over came last
+    # before the chain got past both waits (warp 0), and by how much after the step's start
+    late = {"inverse": 0, "outputs": 0, "neither": 0}
+    for b in range(CTAS):
+        for c in cs:
+            start, inv, outp = int(t[b, c, 0, 0]), int(t[b, c, 8, 7]), int(t[b, c, 12, 7])
+            if max(inv, outp) <= start:
+                late["neither"] += 1
+            else:
+                late["inverse" if inv >= outp else "outputs"] += 1
+    out["chain_waited_for"] = late
+    print("the chain's step waited for (chunks): %s" % ", ".join("%s %d" % kv for kv in late.items()))
     return out
 
 
@@ -79,6 +91,7 @@ def main():
     ap.add_argument("--case", default="prefill-4x8192")
     ap.add_argument("--ghz", type=float, default=1.98, help="the SM clock, for the us columns")
     ap.add_argument("--json", default="")
+    ap.add_argument("--raw", default="", help="also the marks themselves, [4, 64, 16, 8] clock64, as .npy")
     args = ap.parse_args()
     os.environ["GDN_CHUNKED_FORM"] = "fused"
     lib = gdn.Gdn(args.lib)
@@ -97,6 +110,8 @@ def main():
         sys.exit("gdn_debug_ws_trace copied %d of %d bytes (not a trace build?)" % (n, t.nbytes))
     if not t.any():
         sys.exit("no marks: the fused warp-specialised kernel did not run")
+    if args.raw:
+        np.save(args.raw, t)
     out = summarize(t, args.ghz)
     out["case"] = args.case
     if args.json:

@@ -308,7 +308,8 @@ fi
 if has trace; then
   TL=$(builds "${TRACE_LIB:-trace}")
   LD_LIBRARY_PATH=$PWD/$TL:/usr/local/cuda/lib64 timeout 120 python3 bench/ws_trace.py --lib "$PWD/$TL/libgdn.so" \
-    --case "${TRACE_CASE:-prefill-4x8192}" --json "$FINAL/ws-trace.json" > "$WORK/trace.log" 2>&1
+    --case "${TRACE_CASE:-prefill-4x8192}" --json "$FINAL/ws-trace.json" --raw "$FINAL/ws-trace.npy" \
+    > "$WORK/trace.log" 2>&1
   note "== trace: rc=$? ($(elapsed))"
   cat "$WORK/trace.log" >> "$SUMMARY"
 fi
