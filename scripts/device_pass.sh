@@ -51,7 +51,7 @@
 #              KERNELS_LIBS the builds ("lib NAME ...", default lib);
 #   trace      (not in the default list) bench/ws_trace.py: the fused kernel's timeline by role
 #              (clock64 marks at its hand-offs) on TRACE_CASE (default prefill-4x8192), with the
-#              --add-lib build TRACE_LIB (default trace), one configured with -DGDN_WS_TRACE=ON:
+#              --add-lib builds TRACE_LIB (default trace; "a b": each), configured with -DGDN_WS_TRACE=ON:
 #                cmake -S . -B build-trace -DGDN_WS_TRACE=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOL=OFF
 #                cmake --build build-trace --target gdn
 #                bash scripts/device_pass.sh --add-lib trace build-trace/lib/libgdn.so
@@ -306,12 +306,14 @@ if has kernels; then  # each chunked kernel's duration (Nsight Compute, one laun
 fi
 
 if has trace; then
-  TL=$(builds "${TRACE_LIB:-trace}")
-  LD_LIBRARY_PATH=$PWD/$TL:/usr/local/cuda/lib64 timeout 120 python3 bench/ws_trace.py --lib "$PWD/$TL/libgdn.so" \
-    --case "${TRACE_CASE:-prefill-4x8192}" --json "$FINAL/ws-trace.json" --raw "$FINAL/ws-trace.npy" \
-    > "$WORK/trace.log" 2>&1
-  note "== trace: rc=$? ($(elapsed))"
-  cat "$WORK/trace.log" >> "$SUMMARY"
+  for TL in $(builds "${TRACE_LIB:-trace}"); do
+    tn=$(basename "$TL")
+    LD_LIBRARY_PATH=$PWD/$TL:/usr/local/cuda/lib64 timeout 120 python3 bench/ws_trace.py --lib "$PWD/$TL/libgdn.so" \
+      --case "${TRACE_CASE:-prefill-4x8192}" --json "$FINAL/ws-trace-$tn.json" --raw "$FINAL/ws-trace-$tn.npy" \
+      > "$WORK/trace-$tn.log" 2>&1
+    note "== trace $tn: rc=$? ($(elapsed))"
+    cat "$WORK/trace-$tn.log" >> "$SUMMARY"
+  done
 fi
 
 if has profile; then
