@@ -9,6 +9,13 @@ Runs the case on the fused form a few times, reads the last launch's marks
 (gdn_debug_ws_trace) and prints, as medians over CTAs and chunks 4..62 in cycles of the SM
 clock (and us at --ghz): the chain's step, each role's stretches between its marks, and each
 warp's wait at the hand-offs and at its role's barriers. Needs a GPU and torch.
+
+Reading it: a mark right after a bar.sync records the warp's arrival there, not its release
+(the H200 runs, thirtieth session: the marks after the inverse role's barriers differ by warp
+by as much as the work before them, and the warps leave a barrier together). BAR.SYNC defers
+its block to a later instruction, and the clock read is issued first. So a barrier's wait
+shows in the stretch after the next mark ("start" of the chain holds the wait at the step's
+last barrier), and "(all)" rows are the arrival's spread, not the wait.
 """
 import argparse
 import ctypes
