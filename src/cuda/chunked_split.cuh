@@ -19,6 +19,7 @@
 // follows the chain that runs (runs_wgmma_chain). Included by one .cu per input dtype.
 #pragma once
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "cuda/chunked_steps.cuh"
@@ -1225,6 +1226,15 @@ cudaError_t set_split_smem_limits() {
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
 // The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma (with the maps
 // when on), p.prep_heads value heads a CTA.
+// GDN_CHUNKED_PREP_SMEM=B (a measurement knob, not a setting): the wgmma prepare CTAs take B
+// bytes of dynamic shared memory (from their need up to 227 KB), so that fewer of them share an
+// SM: how the kernel's time scales with the CTAs an SM says how latency-bound it is
+// (docs/NOTES.md, thirty-first session). Unset: what the CTAs need.
+inline size_t prepare_wgmma_smem_bytes() {
+  const char* v = std::getenv("GDN_CHUNKED_PREP_SMEM");
+  const long long b = v && *v ? std::atoll(v) : 0;
+  return b > (long long)kPrepWgmmaSmemBytes && b <= 227 * 1024 ? size_t(b) : kPrepWgmmaSmemBytes;
+}
 template <class M>
 cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   if (p.chunk_slots <= 0) return cudaSuccess;
@@ -1232,10 +1242,17 @@ cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStrea
   if (runs_wgmma_chain(p) && !p.prepare_mma) {
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
+    const size_t smem = prepare_wgmma_smem_bytes();
+    const void* kernel = p.prep_heads > 1 ? reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, true>)
+                                          : reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, false>);
+    if (smem > kPrepWgmmaSmemBytes) {  // (set_split_smem_limits set the need)
+      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      if (e != cudaSuccess) return e;
+    }
     if (p.prep_heads > 1)
-      chunk_prepare_wgmma_kernel<M, true><<<groups, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p, maps);
+      chunk_prepare_wgmma_kernel<M, true><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
     else
-      chunk_prepare_wgmma_kernel<M, false><<<groups, dim3(kThreads), kPrepWgmmaSmemBytes, stream>>>(p, maps);
+      chunk_prepare_wgmma_kernel<M, false><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
   } else
     chunk_prepare_kernel<M><<<grid, dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
   return cudaGetLastError();
