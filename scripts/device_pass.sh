@@ -178,7 +178,7 @@ if has chunked; then
   for d in $( [ -n "${CHUNKED_SANITIZE-lib}" ] && builds "${CHUNKED_SANITIZE-lib}"); do
     name=$(basename "$d")
     case "$failed" in *" $name "*) note "chunked sanitizers ($name): skipped, its tests failed"; continue ;; esac
-    # racecheck: the fused kernels (a small case) and both wgmma prepare instances (group and one head)
+    # racecheck: a small case in every form, and the prepare instances on packed partial chunks
     for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm:Forms.PrepareHeadGroupsMatchOneHead" \
                 "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Chunked/Oracle.MatchesOracle/ckpt_pool_packed_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates:Range.*"; do
       tool=${spec%%:*} filter=${spec#*:}
