@@ -1243,9 +1243,9 @@ cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStrea
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
     const size_t smem = prepare_wgmma_smem_bytes();
-    const void* kernel = p.prep_heads > 1 ? reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, true>)
-                                          : reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, false>);
     if (smem > kPrepWgmmaSmemBytes) {  // (set_split_smem_limits set the need)
+      const void* kernel = p.prep_heads > 1 ? reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, true>)
+                                            : reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, false>);
       const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       if (e != cudaSuccess) return e;
     }

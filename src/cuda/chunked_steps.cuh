@@ -718,7 +718,7 @@ __device__ __forceinline__ void store_negated(float* to, int ld, int lane, const
 // kSkipZeroBlocks: the products with the zero blocks above the diagonal inside X_AA and X_BB are
 // skipped (48 products instead of 60; the busiest warp keeps its 15), so those blocks are never
 // read (invert_diagonal_blocks<., false> leaves them unwritten). The wgmma prepare kernel takes
-// it (the split cases 0.2 to 0.7% faster, thirty-first session); the warp-specialised fused
+// it (the split cases 0.2 to 0.8% faster, thirty-first session); the warp-specialised fused
 // kernel does not (its cases 0.4 to 1% slower with it, the same runs: its inverse role's
 // registers and spills moved).
 // active false: the warp only takes the barriers (sync() a whole-CTA barrier, the other warps
