@@ -137,13 +137,18 @@ inline constexpr int kWsChainThreads = kThreads;  // warps 0..7
 inline constexpr int kWsPrepThreads = 128;        // a preparing warpgroup: warps 8..11, 12..15
 inline constexpr int kWsThreads = kWsChainThreads + 2 * kWsPrepThreads;
 // Registers a thread after the split (launch: 65536 / 512 = 128 each; each scheduler's quarter
-// of the file holds two chain warps and one warp of each preparing role, 2 x 176 + 88 + 72 =
-// 512). ptxas (nvcc 13.0): the chain at 168 serialises its wgmma; the preparing roles at 72 / 72
-// spilled 330 bytes, at 80 / 80 and 88 / 72 about 150 (88 / 72: fewer of them in the loops).
+// of the file holds two chain warps and one warp of each preparing role, 2 x 176 + 96 + 64 =
+// 512). ptxas (nvcc 13.0): the chain at 168 serialises its wgmma, and at 176 with the preparing
+// roles at 104 / 56 too; the preparing roles at 72 / 72 spilled 330 bytes, at 80 / 80 and
+// 88 / 72 about 150. At 96 / 64 (with the merges' zero-block skip) the inverse role's code holds
+// 2 spill stores and 4 loads, the outputs role's about 40 each (SASS between the setmaxnreg
+// instructions), and the fused cases ran 1% faster than at 88 / 72 (thirty-second session):
+// the inverse role, the step's bound, gains its loads in flight together; the outputs role has
+// time to spare (it hands P over about 2,500 cycles early).
 // (One preparing warpgroup, the kernel before: chain / preparation 184 / 136, no spills.)
 inline constexpr int kWsChainRegs = 176;
-inline constexpr int kWsInverseRegs = 88;
-inline constexpr int kWsOutputsRegs = 72;
+inline constexpr int kWsInverseRegs = 96;
+inline constexpr int kWsOutputsRegs = 64;
 static_assert(kWsChainRegs * kWsChainThreads + (kWsInverseRegs + kWsOutputsRegs) * kWsPrepThreads <=
                   128 * kWsThreads,
               "the roles' registers fit what the launch gave the CTA");
@@ -363,7 +368,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
         GDN_WS_MARK(c, 3);  // m's epilogue done
         WsInverseTiles inverse{s.mx, s.mx};
-        invert_diagonal_blocks<true>(inverse, w, lane);
+        invert_diagonal_blocks<true, false>(inverse, w, lane);  // (the merges read no block above it)
         GDN_WS_MARK(c, 4);  // the warp's diagonal block done
         inverse_sync();  // every diagonal block
         GDN_WS_MARK(c, 5);  // every diagonal block done

@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     __syncthreads();  // every diagonal block of X
     // warps 0..3 merge, 4..7 take the same CTA barriers: with a barrier of warps 0..3 alone
     // (bar.sync 1, 128), racecheck reported the next head's stores against this head's reads
-    merge_inverse_blocks_mma<true>(s, warp & 3, lane, [] { named_barrier(0, kThreads); }, warp < 4);
+    merge_inverse_blocks_mma(s, warp & 3, lane, [] { named_barrier(0, kThreads); }, warp < 4);
     __syncthreads();  // X is complete, m is dead: T takes its place, Xw the merge scratch's
     gate_inverse<M, CoreTiles>(s, tid);  // T's blocks on and below the diagonal
     {  // and its six above it as zeros (wgmma reads them; m had their space): 4 core matrices of

@@ -565,8 +565,8 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
 //   X_BA = -X_BB m_BA X_AA                             A = [0, 32), B = [32, 64): one 32 x 32 merge
 // The merges are 3xTF32 tensor-core products (chunked_mma.cuh), each warp a 16 x 8 tile of
 // Y = m X then of -X Y; Y passes through the merge scratch. Blocks above the diagonal inside
-// X_AA and X_BB are written as zeros (merge_inverse_blocks and merge_inverse_blocks_mma<false>
-// read them; kZeroAbove false leaves them for merge_inverse_blocks_mma<true>, which does not);
+// X_AA and X_BB are written as zeros (merge_inverse_blocks reads them; kZeroAbove false leaves
+// them for merge_inverse_blocks_mma, which does not);
 // the rest of the upper triangle is never read. In two parts, a barrier between them
 // (invert_unit_lower): the diagonal blocks (warps 0..3, CUDA cores only: the fused kernel runs
 // them beside its state update's wgmma) and the merges. kInPlace: s.m and s.x are one buffer
@@ -715,15 +715,14 @@ __device__ __forceinline__ void store_negated(float* to, int ld, int lane, const
 //   X_BA = -(X_BB m_BA) X_AA   A = [0, 32), B = [32, 64) 32 x 32: warp w the rows 16 (w >> 1),
 //                                                        columns 16 (w & 1) of B x A
 // (the left product X_ii m_ij in registers becomes the A operand of the right one).
-// kSkipZeroBlocks: the products with the zero blocks above the diagonal inside X_AA and X_BB are
-// skipped (48 products instead of 60; the busiest warp keeps its 15), so those blocks are never
-// read (invert_diagonal_blocks<., false> leaves them unwritten). The wgmma prepare kernel takes
-// it (the split cases 0.2 to 0.8% faster, thirty-first session); the warp-specialised fused
-// kernel does not (its cases 0.4 to 1% slower with it, the same runs: its inverse role's
-// registers and spills moved).
+// The products with the zero blocks above the diagonal inside X_AA and X_BB are skipped (48
+// products instead of 60; the busiest warp keeps its 15), so those blocks are never read
+// (invert_diagonal_blocks<., false> leaves them unwritten): the split cases 0.2 to 0.8% faster
+// (thirty-first session); the warp-specialised fused kernel 1% faster with its preparing roles
+// at 96 / 64 registers (thirty-second session; 0.4 to 1% slower at 88 / 72).
 // active false: the warp only takes the barriers (sync() a whole-CTA barrier, the other warps
 // idle through the merges with it).
-template <bool kSkipZeroBlocks = false, class Sm, class Sync>
+template <class Sm, class Sync>
 __device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane, Sync&& sync, bool active = true) {
   if (!active) {  // the three barriers below
     sync(), sync(), sync();
@@ -752,7 +751,7 @@ __device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane,
   float y[4][4] = {};  // rows [r0, +16) of X_BB m_BA, [16, 32]
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
-    if (kSkipZeroBlocks && ks == 1 && r0 == 32) continue;  // X_BB's block (2, 3) is zero (warp-uniform)
+    if (ks == 1 && r0 == 32) continue;  // X_BB's block (2, 3) is zero (warp-uniform)
     uint32_t a[4];
     a_fragment_f32(&s.x[r0][32 + 16 * ks], kLdF, lane, a);
 #pragma unroll
@@ -766,7 +765,7 @@ __device__ __forceinline__ void merge_inverse_blocks_mma(Sm& s, int w, int lane,
   float z[2][4] = {};
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
-    if (kSkipZeroBlocks && ks == 0 && c0 == 16) continue;  // X_AA's block (0, 1) is zero (warp-uniform)
+    if (ks == 0 && c0 == 16) continue;  // X_AA's block (0, 1) is zero (warp-uniform)
     uint32_t a[4];
     acc_to_a<MmaF16>(y, ks, a);
 #pragma unroll
