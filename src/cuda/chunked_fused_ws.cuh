@@ -11,9 +11,9 @@
 //   Chunk c's preparation waits only for its Kc (issued early in the chain's chunk c - 2), and
 //   only its P for its q (issued at that chunk's end), so both may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 176 a thread for the chain (the
-// state, D, O and A fragments; at 168 ptxas serialises its wgmma), 88 for the inverse role and
-// 72 for the outputs role (a quarter's 512: 2 x 176 + 88 + 72; small spills, most of them the
-// values formed before the split).
+// state, D, O and A fragments; at 168 ptxas serialises its wgmma), 96 for the inverse role and
+// 64 for the outputs role (a quarter's 512: 2 x 176 + 96 + 64; small spills, most of them in the
+// outputs role, which has time to spare).
 // Precision: the products of two computed operands are f16 (S (-W)^T, D^T P^T and the inverse's
 // merges: 11 significant bits, one product each), those with an input tile keep M's type (S
 // Qc^T with S rounded once; U with T and the state update with D as hi + lo pairs). The f16
