@@ -11,6 +11,10 @@ o is rounded to bf16 at the end, as the kernels do. Plans:
           S (-W)^T), P and D (in D^T P^T) in f16, and the inverse's merges with f16 operands;
   f16+U16 as f16, with U = T Vc rounded to f16 too (the split form's prepared U in f16: half
           its bytes; not taken: the state's error with decay 2.2e-4 against 1.5e-10, o unchanged);
+  f16+T16 as f16, with T rounded once to f16 in U = T Vc (one product where the kernels take T
+          as a hi + lo pair: two);
+  f16+D16 as f16, with D rounded once to f16 in the state update (one product where the
+          kernels take D as a pair);
   bf16    every computed operand in bf16 (the peer's plan).
 Prints the relative L2 error of o and of the final state against the recurrence for each decay
 regime (g = logsigmoid(N(0,1)), none, near -20). Usage: precision_emulation.py [T] [seed] [io],
@@ -41,6 +45,8 @@ PLANS = {
     "pairs": {"W": "b", "Xw": "b", "S_qs": "b"},
     "f16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h"},
     "f16+U16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "U": "h"},
+    "f16+T16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "T": "h"},
+    "f16+D16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "D_up": "h"},
     "bf16": {n: "b" for n in ["W", "Xw", "S_qs", "S_ws", "P", "D_pd", "D_up", "T"]},
 }
 
