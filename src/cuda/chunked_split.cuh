@@ -1229,11 +1229,15 @@ cudaError_t set_split_smem_limits() {
 // GDN_CHUNKED_PREP_SMEM=B (a measurement knob, not a setting): the wgmma prepare CTAs take B
 // bytes of dynamic shared memory (from their need up to 227 KB), so that fewer of them share an
 // SM: how the kernel's time scales with the CTAs an SM says how latency-bound it is
-// (docs/NOTES.md, thirty-first session). Unset: what the CTAs need.
+// (docs/NOTES.md, thirty-first session). Unset: what the CTAs need. Read once a process (the
+// windows launch this kernel many times a call).
 inline size_t prepare_wgmma_smem_bytes() {
-  const char* v = std::getenv("GDN_CHUNKED_PREP_SMEM");
-  const long long b = v && *v ? std::atoll(v) : 0;
-  return b > (long long)kPrepWgmmaSmemBytes && b <= 227 * 1024 ? size_t(b) : kPrepWgmmaSmemBytes;
+  static const size_t bytes = [] {
+    const char* v = std::getenv("GDN_CHUNKED_PREP_SMEM");
+    const long long b = v && *v ? std::atoll(v) : 0;
+    return b > (long long)kPrepWgmmaSmemBytes && b <= 227 * 1024 ? size_t(b) : kPrepWgmmaSmemBytes;
+  }();
+  return bytes;
 }
 template <class M>
 cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {

@@ -566,12 +566,11 @@ __device__ __forceinline__ void key_products(Sm& s, int buf, int warp, int lane,
 // The merges are 3xTF32 tensor-core products (chunked_mma.cuh), each warp a 16 x 8 tile of
 // Y = m X then of -X Y; Y passes through the merge scratch. Blocks above the diagonal inside
 // X_AA and X_BB are written as zeros (merge_inverse_blocks reads them; kZeroAbove false leaves
-// them for merge_inverse_blocks_mma, which does not);
-// the rest of the upper triangle is never read. In two parts, a barrier between them
-// (invert_unit_lower): the diagonal blocks (warps 0..3, CUDA cores only: the fused kernel runs
-// them beside its state update's wgmma) and the merges. kInPlace: s.m and s.x are one buffer
-// (each block of X replaces the block of m it was formed from, once that block has been read:
-// the warp-specialised kernel's).
+// them for merge_inverse_blocks_mma, which does not); the rest of the upper triangle is never
+// read. In two parts, a barrier between them (invert_unit_lower): the diagonal blocks (warps
+// 0..3, CUDA cores only: the fused kernel runs them beside its state update's wgmma) and the
+// merges. kInPlace: s.m and s.x are one buffer (each block of X replaces the block of m it was
+// formed from, once that block has been read: the warp-specialised kernel's).
 // The substitution of a 16 x 16 block runs as two of 8 x 8 so that each lane's loads of m can be
 // issued together, a few latency rounds instead of one a row: row by row over 16 rows the
 // compiler kept one row's loads in flight (88 registers a thread in the warp-specialised kernel),
