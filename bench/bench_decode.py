@@ -9,7 +9,8 @@ Cases (BENCH.md): Hk=16, Hv=32, K=V=128, bf16 q/k/v, f32 g/beta, B in {1,16,64,2
 decode-B{B}-vk, decode-B{B}-kv (f32 state), decode-B{B}-vk-bf16state, verify-B64-T4 (per-token
 states), decode-B1-vk-plain (one plain launch per step: the host cost), and
 decode-B256-vk-serving (raw gate + q/k L2 norm + beta logit + state pool, in place), and
-decode-B{256,1024}-vk-outofplace (the final state to its own buffer, as fla writes it); beside them
+decode-B{B}-vk-outofplace (the final state to its own buffer, as fla writes it: BENCH.md's case,
+"initial and final state on"; decode-B{B}-vk updates the state in place); beside them
 decode-B{1,16}-vk-warm (one input set: the state stays in the L2), the -genericform cases (the
 generic one-token kernel), the -noearly cases (no programmatic dependent launch) and others
 named in decode_cases().
@@ -301,7 +302,7 @@ def decode_cases():
     out.append(("decode-B256-vk-serving", 256, 1, STATE_VK, torch.float32,
                 dict(serving=True, note="raw gate + q/k L2 norm + beta logit + state pool, in place; "
                                         "peer: the same fused gate and norms, dense state")))
-    for B in (256, 1024):
+    for B in (1, 16, 64, 256, 1024):
         out.append((f"decode-B{B}-vk-outofplace", B, 1, STATE_VK, torch.float32,
                     dict(inplace=False, note="ours writes the final state to its own buffer, as fla does")))
     out.append(("decode-B256-vk-f32inputs", 256, 1, STATE_VK, torch.float32,

@@ -41,7 +41,8 @@
 #              chunked path's cost model, each case as chosen and with each form forced;
 #   hostcost   (not in the default list) bench/host_cost_lab.cu: the host time of a plain decode
 #              call against its parts (pointer queries, device query, an empty launch), on an idle
-#              stream and back to back (seconds);
+#              stream and back to back, for the builds HOSTCOST_LIBS ("lib NAME ...", default lib)
+#              alternating HOSTCOST_REPEATS times (default 1) (seconds each);
 #   coresidence (not in the default list) bench/coresidence_lab.cu: whether a prepare-shaped CTA
 #              runs beside a chain-shaped CTA on one SM, for a few register plans (seconds);
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
@@ -284,7 +285,15 @@ run_lab() {
 has lab && run_lab lab "decode lab" 150 "$BIN/gdn_decode_lab"
 has wgmma && run_lab wgmma "wgmma lab" 60 "$BIN/gdn_wgmma_lab"
 has chainlab && run_lab chain "chain lab" 60 "$BIN/gdn_chain_lab"
-has hostcost && run_lab host-cost "host cost lab" 120 "$BIN/gdn_host_cost_lab" --json "$FINAL/host-cost.json"
+if has hostcost; then  # each build in HOSTCOST_LIBS (default the packed one), alternating, HOSTCOST_REPEATS times
+  for r in $(seq 1 "${HOSTCOST_REPEATS:-1}"); do
+    for d in $(builds "${HOSTCOST_LIBS:-lib}"); do
+      name=$(basename "$d")
+      LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 run_lab "host-cost-$name-$r" "host cost lab ($name, repeat $r)" 120 \
+        "$BIN/gdn_host_cost_lab" --json "$FINAL/host-cost-$name-$r.json"
+    done
+  done
+fi
 has coresidence && run_lab coresidence "coresidence lab" 60 "$BIN/gdn_coresidence_lab"
 
 if has kernels; then  # each chunked kernel's duration (Nsight Compute, one launch at a time)
