@@ -94,23 +94,18 @@ Timing time_wall(const std::function<void(int)>& call, int warmup, int repeat) {
 Timing time_events(const std::function<void(int, void*)>& call, void* stream, int warmup, int repeat) {
 #ifdef GDN_TOOL_CUDA
   auto s = static_cast<cudaStream_t>(stream);
+  for (int i = 0; i < warmup; ++i) call(i, stream);
   EventPair events;
-  std::vector<double> ms, host_us, first_us;
-  for (int i = 0; i < warmup + repeat; ++i) {
+  std::vector<double> ms, host_us;
+  for (int i = 0; i < repeat; ++i) {
     events.start(s);
     const auto start = std::chrono::steady_clock::now();
-    call(i, stream);
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    call(warmup + i, stream);
+    host_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     events.stop(s);
-    const double elapsed = events.elapsed_ms();
-    if (i < warmup) {
-      first_us.push_back(us);
-    } else {
-      host_us.push_back(us);
-      ms.push_back(elapsed);
-    }
+    ms.push_back(events.elapsed_ms());
   }
-  return {median(ms), "events", median(host_us), first_us.empty() ? 0.0 : median(first_us)};
+  return {median(ms), "events", median(host_us)};
 #else
   (void)call, (void)stream, (void)warmup, (void)repeat;
   no_cuda();

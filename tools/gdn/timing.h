@@ -11,16 +11,14 @@ namespace gdn::tool {
 struct Timing {
   double ms = 0;            // median time of one call
   const char* method = "";  // "wall", "events" or "graph" (the results file's `timing`)
-  double host_us = 0;       // events: median host time of one timed call (its enqueueing), else 0
-  double host_first_us = 0; // events: median host time of the warm-up calls, else 0
+  double host_us = 0;       // events: median host time of one call (its enqueueing), else 0
 };
 
 // call(i) runs call number i to completion.
 Timing time_wall(const std::function<void(int)>& call, int warmup, int repeat);
 
 // call(i, stream) enqueues call number i on `stream`; events around each call, and the host's
-// clock around its enqueueing (each call finds the stream idle, as a plain decode step does;
-// the warm-up calls too, their host times kept apart: host_first_us).
+// clock around its enqueueing (each call finds the stream idle, as a plain decode step does).
 Timing time_events(const std::function<void(int, void*)>& call, void* stream, int warmup, int repeat);
 
 // One plain call, then calls 0 .. calls_per_graph - 1 captured once into a graph on `stream`
