@@ -47,6 +47,7 @@ PLANS = {
     "f16+U16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "U": "h"},
     "f16+T16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "T": "h"},
     "f16+D16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "D_up": "h"},
+    "f16+dg16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "diag": "h"},
     "bf16": {n: "b" for n in ["W", "Xw", "S_qs", "S_ws", "P", "D_pd", "D_up", "T"]},
 }
 
@@ -72,7 +73,23 @@ def recurrent(q, k, v, g, beta, scale):
     return o, S
 
 
-def inverse(m, rnd):
+def diagonal_inverse(L, rnd):
+    """(I + L)^-1 of a strictly lower 16 x 16 block: exact (rnd None), or by the doubling product
+    (I - L)(I + L^2)(I + L^4)(I + L^8) (L^16 = 0) with each product's operands rounded by rnd
+    and f32 sums, as tensor-core products would form it."""
+    if rnd is None:
+        return f32(np.linalg.inv(np.eye(16) + L))
+    I = np.eye(16)
+    L2 = f32(rnd(L) @ rnd(L))
+    L4 = f32(rnd(L2) @ rnd(L2))
+    L8 = f32(rnd(L4) @ rnd(L4))
+    X = I - L
+    for Lp in (L2, L4, L8):
+        X = f32(rnd(X) @ rnd(I + Lp))
+    return X
+
+
+def inverse(m, rnd, diag=None):
     """(I + m)^-1 by 16 x 16 diagonal blocks and two levels of merges, the merges' operands rounded."""
     n = m.shape[0]
     if n < 64:
@@ -80,7 +97,7 @@ def inverse(m, rnd):
     X = np.zeros((64, 64))
     for b in range(4):
         s = slice(16 * b, 16 * b + 16)
-        X[s, s] = f32(np.linalg.inv(np.eye(16) + m[s, s]))
+        X[s, s] = diagonal_inverse(m[s, s], diag)
     for i, j in [(1, 0), (3, 2)]:
         si, sj = slice(16 * i, 16 * i + 16), slice(16 * j, 16 * j + 16)
         X[si, sj] = -(rnd(rnd(X[si, si]) @ rnd(m[si, sj])) @ rnd(X[sj, sj]))
@@ -99,7 +116,8 @@ def chunked(q, k, v, g, beta, scale, plan, io, C=64):
         b = beta[c0:c0 + C]
         mask = np.tril(np.exp(np.minimum(G[:, None] - G[None, :], 0)))
         m = np.tril(b[:, None] * (Kc @ Kc.T), -1)
-        X = inverse(m, ROUND[plan["merge"]] if "merge" in plan else (lambda x: x))
+        X = inverse(m, ROUND[plan["merge"]] if "merge" in plan else (lambda x: x),
+                    ROUND[plan["diag"]] if "diag" in plan else None)
         W = r("W", np.exp(G)[:, None] * (r("Xw", X * b[None, :]) @ Kc))
         D = r("U", r("T", mask * X * b[None, :]) @ Vc) - W @ r("S_ws", S).T
         P = r("P", scale * mask * (Q @ Kc.T))

@@ -649,6 +649,109 @@ __device__ __forceinline__ void invert_diagonal_blocks(Sm& s, int warp, int lane
     }
   }
 }
+// ---- the diagonal blocks on tensor cores (the sm_90a kernels: the warp-specialised fused
+// kernel's inverse role and the wgmma prepare kernel)
+//
+// The transpose of an 8 x 8 matrix of 16-bit values held a row pair a lane (lane l: row l >> 2,
+// columns 2 (l & 3) and + 1), into the same layout.
+__device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+// A 16 x 16 matrix in two m16n8 accumulator tiles (t[nt]: its columns [8 nt, +8)) as the f16
+// B operand of m16n8k16 products (b[nt]: n-tile nt's two registers): its A fragment's four 8 x
+// 8 blocks, each transposed.
+__device__ __forceinline__ void acc_to_b_f16(const float (&t)[2][4], uint32_t (&b)[2][2]) {
+  uint32_t a[4];  // blocks (0, 0), (1, 0), (0, 1), (1, 1)
+  acc_to_a<MmaF16>(t, 0, a);
+  b[0][0] = transpose_8x8(a[0]), b[0][1] = transpose_8x8(a[1]);
+  b[1][0] = transpose_8x8(a[2]), b[1][1] = transpose_8x8(a[3]);
+}
+// d = A B, 16 x 16 x 16 in f16 with f32 sums (two m16n8k16 products).
+__device__ __forceinline__ void product_16x16(float (&d)[2][4], const uint32_t (&a)[4], const uint32_t (&b)[2][2]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.f;
+    MmaF16::mma(d[nt], a, b[nt][0], b[nt][1]);
+  }
+}
+// t += I for a 16 x 16 matrix in two m16n8 accumulator tiles.
+__device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  if (g == 2 * q) t[0][0] += 1.f, t[1][2] += 1.f;
+  if (g == 2 * q + 1) t[0][1] += 1.f, t[1][3] += 1.f;
+}
+
+// X_bb = (I + L)^-1 for the strictly lower 16 x 16 diagonal blocks L = m_bb (warps 0..3, one
+// block each, as invert_diagonal_blocks<., false>), as a product: L^16 = 0, so
+//   (I + L)^-1 = (I - L)(I + L^2)(I + L^4)(I + L^8)
+// three squarings and three products, each two m16n8k16 products in f16 with f32 sums, their
+// operands passed from accumulators to A fragments in registers and to B fragments by movmatrix.
+// Where |L| <= 1 (beta_i kn_i . kn_j with decay: the normalised keys' case) every power and
+// partial product stays within f16's range (the entries of L^n count at most C(14, n - 1)
+// paths, of X's partial sums at most 2^14); a block with a larger entry (or a NaN) takes the
+// substitution instead. The substitution's 16 rows in turn (a lane per column) were the inverse
+// role's longest stretch, about 2,600 cycles of the fused kernel's 8,580-cycle step (thirtieth
+// session's timeline). f64 emulation of the chunked form with these roundings
+// (scripts/precision_emulation.py, plan f16+dg16, T = 2048): o 1.69e-3 as before, the state
+// 9.4e-7 with decay (the device's f32 sums leave about 3e-6), unchanged without decay.
+// kInPlace: s.m and s.x are one buffer (the warp reads its block before it writes X over it).
+template <bool kInPlace = false, class Sm>
+__device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp, int lane) {
+  if (warp >= 4) return;
+  const int b0 = 16 * warp, g = lane >> 2, q = lane & 3;
+  float L[2][4];  // m_bb, [16, 16]
+  bool within = true;  // |L| <= 1 (false for a NaN)
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float2 v = *reinterpret_cast<const float2*>(&s.m[b0 + g + 8 * h][b0 + 8 * nt + 2 * q]);
+      L[nt][2 * h] = v.x, L[nt][2 * h + 1] = v.y;
+      within = within && fabsf(v.x) <= 1.f && fabsf(v.y) <= 1.f;
+    }
+  if (!__all_sync(0xffffffffu, within)) {  // (warp-uniform)
+    invert_diagonal_blocks<kInPlace, false>(s, warp, lane);
+    return;
+  }
+  uint32_t a[4], b[2][2];
+  float P[2][4];  // L^2, L^4, L^8
+  acc_to_a<MmaF16>(L, 0, a);
+  acc_to_b_f16(L, b);
+  product_16x16(P, a, b);
+  float X[2][4];  // I - L, then times (I + L^2), (I + L^4), (I + L^8)
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) X[nt][e] = -L[nt][e];
+  add_identity(X, lane);
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    float IP[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) IP[nt][e] = P[nt][e];
+    add_identity(IP, lane);
+    uint32_t ib[2][2], xa[4];
+    acc_to_b_f16(IP, ib);
+    acc_to_a<MmaF16>(X, 0, xa);
+    if (k < 2) {  // the next power, beside X's product
+      acc_to_a<MmaF16>(P, 0, a);
+      acc_to_b_f16(P, b);
+      product_16x16(P, a, b);
+    }
+    product_16x16(X, xa, ib);
+  }
+  if constexpr (kInPlace) __syncwarp();  // (every lane's m_bb was read into the products above)
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<float2*>(&s.x[b0 + g + 8 * h][b0 + 8 * nt + 2 * q]) = make_float2(X[nt][2 * h], X[nt][2 * h + 1]);
+}
+
 // The merges, once every diagonal block is in s.x (a barrier after invert_diagonal_blocks).
 template <class Sm>
 __device__ __forceinline__ void merge_inverse_blocks(Sm& s, int warp, int lane) {
