@@ -4,8 +4,8 @@
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
 //     chunked_fused.cuh): chunk c's -W and U, the outputs, the state update, o;
 //   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T with its epilogue (m),
-//     X = (I + m)^-1 (the 16 x 16 diagonal blocks, then the merges as f16 products on
-//     mma.sync), then T and Xw from X (gate_inverse);
+//     X = (I + m)^-1 (the 16 x 16 diagonal blocks by invert_diagonal_blocks_doubling, then the
+//     merges, both as f16 products on mma.sync), then T and Xw from X (gate_inverse);
 //   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates and row norms (which the
 //     inverse role waits for), then Qc Kc^T with its epilogue (P into a slot, in f16).
 //   Chunk c's preparation waits only for its Kc (issued early in the chain's chunk c - 2), and
