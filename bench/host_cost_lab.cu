@@ -176,6 +176,15 @@ int main(int argc, char** argv) {
   check(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &entry, 12000, cudaEnableDefault, &found),
         "cuPointerGetAttributes entry point");
   const auto get_attrs = reinterpret_cast<GetAttrs>(entry);
+  // the library's pointer check: the driver asked for three attributes of one pointer
+  const auto driver_kind = [get_attrs](void* p) {
+    CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    unsigned type = 0, managed = 0;
+    int ordinal = -1;
+    void* out[3] = {&type, &ordinal, &managed};
+    get_attrs(3, which, out, CUdeviceptr(p));
+  };
   using LaunchEx = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
   check(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &entry, 12000, cudaEnableDefault, &found),
         "cuLaunchKernelEx entry point");
@@ -201,12 +210,7 @@ int main(int argc, char** argv) {
         [&] {
           const InputSet& set = sets[turn++ % kSets];
           for (void* p : {set.q, set.k, set.v, set.o, set.g, set.beta, set.state}) {
-            CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                            CU_POINTER_ATTRIBUTE_IS_MANAGED};
-            unsigned type = 0, managed = 0;
-            int ordinal = -1;
-            void* out[3] = {&type, &ordinal, &managed};
-            get_attrs(3, which, out, CUdeviceptr(p));
+            driver_kind(p);
           }
         },
         stream, idle));
@@ -223,12 +227,7 @@ int main(int argc, char** argv) {
         "cuPointerGetAttributes (type, ordinal, managed) x7",
         [&] {
           for (void* p : pointers) {
-            CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                            CU_POINTER_ATTRIBUTE_IS_MANAGED};
-            unsigned type = 0, managed = 0;
-            int ordinal = -1;
-            void* out[3] = {&type, &ordinal, &managed};
-            get_attrs(3, which, out, CUdeviceptr(p));
+            driver_kind(p);
           }
         },
         stream, idle));
