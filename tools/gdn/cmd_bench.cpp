@@ -229,8 +229,7 @@ class Bench {
     }
     auto call = [&](int i, void*) { forward(args[size_t(i) % args.size()]); };
     if (b.decode_like && !b.plain) return time_graph(call, stream_->get(), std::max(copies, kGraphCalls), repeat_);
-    if (b.plain) return time_events(call, stream_->get(), 3, std::max(repeat_, kPlainHostCalls));
-    return time_events(call, stream_->get(), 3, repeat_);
+    return time_events(call, stream_->get(), 3, b.plain ? std::max(repeat_, kPlainHostCalls) : repeat_);
   }
 
   // The reference backend on the case, or on a sample of it scaled per token.
