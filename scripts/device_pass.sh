@@ -4,7 +4,8 @@
 #              indices, graph capture, two streams), decode benchmark against
 #              flash-linear-attention, compute-sanitizer memcheck and racecheck (RECURRENT_ARGS:
 #              its options, e.g. --skip-bench);
-#   chunked    the chunked prefill tests (every form; the 2^20-token sequence), compute-sanitizer
+#   chunked    the chunked prefill tests (every form; the 2^20-token sequence; the diagonal-block
+#              inverses alone, cuda_inverse_blocks_test), compute-sanitizer
 #              racecheck and memcheck on a few of them; CHUNKED_LIBS="lib NAME ..." picks the
 #              builds the tests run on (lib: the packed one, the default; NAME: an --add-lib
 #              build), CHUNKED_SANITIZE the builds the sanitizers run on (unset: lib; empty: none);
@@ -85,7 +86,7 @@ if [ "${1:-}" = "--pack" ]; then
   B=${BUILD:-build}
   rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
   if [ "${2:-}" = "--slim" ]; then
-    cp -L "$B"/bin/gdn "$B"/bin/cuda_chunked_test .devbuild/bin/
+    cp -L "$B"/bin/gdn "$B"/bin/cuda_chunked_test "$B"/bin/cuda_inverse_blocks_test .devbuild/bin/
     cp -L "$B"/bin/gdn_*_lab .devbuild/bin/ 2>/dev/null  # small; phases wgmma, chainlab, coresidence
   else
     cp -L "$B"/bin/* .devbuild/bin/  # gdn_decode_lab among them when built with GDN_CUDA
@@ -176,6 +177,10 @@ if has chunked; then
     grep -E '^\[  FAILED  \]' "$WORK/chunked/tests-$name.log" | sort -u | head -20 | tee -a "$SUMMARY"
     grep -E '^2\^20 tokens' "$WORK/chunked/tests-$name.log" | tee -a "$SUMMARY"
   done
+  if [ -x "$BIN/cuda_inverse_blocks_test" ]; then  # the diagonal-block inverses alone (no library call)
+    timeout 60 "$BIN/cuda_inverse_blocks_test" --gtest_brief=1 > "$WORK/chunked/inverse-blocks.log" 2>&1
+    note "== inverse blocks test: rc=$? $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/inverse-blocks.log" | tr '\n' ' ')"
+  fi
   for d in $( [ -n "${CHUNKED_SANITIZE-lib}" ] && builds "${CHUNKED_SANITIZE-lib}"); do
     name=$(basename "$d")
     case "$failed" in *" $name "*) note "chunked sanitizers ($name): skipped, its tests failed"; continue ;; esac
