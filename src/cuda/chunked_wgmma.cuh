@@ -24,6 +24,14 @@
 #include "cuda/chunked_steps.cuh"
 #include "cuda/chunked_tile.h"
 
+// A lab build's timing probe (cmake -DGDN_LAB_SINGLE_PRODUCTS=ON; wrong results): U = T Vc and the
+// state update take only the hi half of T and of D, one product each where the kernels take a
+// hi + lo pair (two), so a run shows what one product each (T or D in f16 with a range
+// exponent, behind an opt-in precision setting) could save. Off: the same SASS.
+#ifndef GDN_LAB_SINGLE_PRODUCTS
+#define GDN_LAB_SINGLE_PRODUCTS 0
+#endif
+
 namespace gdn::cuda::chunked {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -245,7 +253,9 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
       wgmma_64<M, true, true>(W, xa[ks & 1], kd);
       wgmma_64<M>(D, va[ks & 1], th);
     }
+#if !GDN_LAB_SINGLE_PRODUCTS
     wgmma_64<M>(D, va[ks & 1], tl);
+#endif
     wgmma_commit();
   }
   wgmma_wait<0>();
@@ -414,7 +424,9 @@ __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lan
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, 16 * ks);
     wgmma_128_mn<M>(S, a[ks][0], kd);
+#if !GDN_LAB_SINGLE_PRODUCTS
     wgmma_128_mn<M>(S, a[ks][1], kd);
+#endif
     wgmma_commit();
   }
 }
