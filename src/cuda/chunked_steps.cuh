@@ -688,7 +688,7 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 //   (I + L)^-1 = (I - L)(I + L^2)(I + L^4)(I + L^8)
 // three squarings and three products, each two m16n8k16 products in f16 with f32 sums, their
 // operands passed from accumulators to A fragments in registers and to B fragments by movmatrix.
-// Where |L| <= 1 (beta_i kn_i . kn_j with decay: the normalised keys' case) every power and
+// Where |L| <= 1 (m is beta_i kn_i . kn_j: normalised keys and beta <= 1 keep it so) every power and
 // partial product stays within f16's range (the entries of L^n count at most C(14, n - 1)
 // paths, of X's partial sums at most 2^14); a block with a larger entry (or a NaN) takes the
 // substitution instead. The substitution's 16 rows in turn (a lane per column) were the inverse

@@ -55,8 +55,8 @@ bool have_gpu() {
   return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major >= 8;
 }
 
-// The kinds of L: the normalised keys' beta_i k_i . k_j with decay (the models' case), uniform in
-// [-1, 1] (the products' range bound), uniform in [-2, 2] (the substitution), and the first
+// The kinds of L: beta_i k_i . k_j of normalised keys (the kernels' m, the models' case), uniform
+// in [-1, 1] (the products' range bound), uniform in [-2, 2] (the substitution), and the first
 // kind with one NaN (the substitution, which carries it).
 enum class Kind { kKeys, kUniform1, kUniform2, kKeysNaN };
 
@@ -70,21 +70,18 @@ void fill_block(std::vector<float>& m, int b, Kind kind, std::mt19937& rng) {
       for (int c = 0; c < r; ++c) m[(b0 + r) * kC + b0 + c] = float(scale * u(rng));
     return;
   }
-  std::vector<double> k(16 * 128), beta(16), G(16);
-  double g = 0;
+  std::vector<double> k(16 * 128), beta(16);
   for (int t = 0; t < 16; ++t) {
     double norm = 0;
     for (int i = 0; i < 128; ++i) norm += (k[t * 128 + i] = normal(rng)) * k[t * 128 + i];
     for (int i = 0; i < 128; ++i) k[t * 128 + i] /= std::sqrt(norm);
     beta[t] = 1 / (1 + std::exp(-normal(rng)));
-    g += -std::log1p(std::exp(-normal(rng)));  // logsigmoid
-    G[t] = g;
   }
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < r; ++c) {
       double dot = 0;
       for (int i = 0; i < 128; ++i) dot += k[r * 128 + i] * k[c * 128 + i];
-      m[(b0 + r) * kC + b0 + c] = float(beta[r] * dot * std::exp(G[r] - G[c]));
+      m[(b0 + r) * kC + b0 + c] = float(beta[r] * dot);
     }
   if (kind == Kind::kKeysNaN) m[(b0 + 9) * kC + b0 + 3] = std::nanf("");
 }
@@ -126,7 +123,7 @@ std::vector<float> run(const std::vector<float>& m, bool in_place) {
 TEST(InverseBlocks, DoublingAndSubstitutionMatchTheInverse) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device of compute capability 8.0 or more";
   // f64 emulation of the products' roundings over 200 draws of each kind (the thirty-third
-  // session): at most 2e-5 for the keys' kind, 9e-4 for uniform [-1, 1]; the f32 substitution
+  // session): at most 6e-5 for the keys' kind (500 draws), 9e-4 for uniform [-1, 1]; the f32 substitution
   // of uniform [-2, 2] at most 3.4e-7
   const Kind kinds[4] = {Kind::kKeys, Kind::kUniform1, Kind::kUniform2, Kind::kKeys};
   const double bound[4] = {2e-4, 3e-3, 1e-5, 2e-4};
