@@ -1193,17 +1193,31 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
   }
 }
 
-// The kernels' shared-memory limits (per call: cheap).
+// GDN_CHUNKED_PREP_SMEM=B (a measurement knob, not a setting): the wgmma prepare CTAs take B
+// bytes of dynamic shared memory (from their need up to 227 KB), so that fewer of them share an
+// SM: how the kernel's time scales with the CTAs an SM says how latency-bound it is
+// (docs/NOTES.md, thirty-first session). Unset: what the CTAs need. Read once a process (the
+// windows launch this kernel many times a call).
+inline size_t prepare_wgmma_smem_bytes() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("GDN_CHUNKED_PREP_SMEM");
+    const long long b = v && *v ? std::atoll(v) : 0;
+    return b > (long long)kPrepWgmmaSmemBytes && b <= 227 * 1024 ? size_t(b) : kPrepWgmmaSmemBytes;
+  }();
+  return bytes;
+}
+// The kernels' shared-memory limits (per call: cheap); the wgmma prepare
+// kernels' is prepare_wgmma_smem_bytes().
 template <class M>
 cudaError_t set_split_smem_limits() {
   cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(sizeof(PrepSmem)));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kPrepWgmmaSmemBytes));
+                             int(prepare_wgmma_smem_bytes()));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kPrepWgmmaSmemBytes));
+                             int(prepare_wgmma_smem_bytes()));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, kVSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(sizeof(ChainSmem)));
@@ -1226,19 +1240,6 @@ cudaError_t set_split_smem_limits() {
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
 // The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma (with the maps
 // when on), p.prep_heads value heads a CTA.
-// GDN_CHUNKED_PREP_SMEM=B (a measurement knob, not a setting): the wgmma prepare CTAs take B
-// bytes of dynamic shared memory (from their need up to 227 KB), so that fewer of them share an
-// SM: how the kernel's time scales with the CTAs an SM says how latency-bound it is
-// (docs/NOTES.md, thirty-first session). Unset: what the CTAs need. Read once a process (the
-// windows launch this kernel many times a call).
-inline size_t prepare_wgmma_smem_bytes() {
-  static const size_t bytes = [] {
-    const char* v = std::getenv("GDN_CHUNKED_PREP_SMEM");
-    const long long b = v && *v ? std::atoll(v) : 0;
-    return b > (long long)kPrepWgmmaSmemBytes && b <= 227 * 1024 ? size_t(b) : kPrepWgmmaSmemBytes;
-  }();
-  return bytes;
-}
 template <class M>
 cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   if (p.chunk_slots <= 0) return cudaSuccess;
@@ -1246,13 +1247,7 @@ cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStrea
   if (runs_wgmma_chain(p) && !p.prepare_mma) {
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
-    const size_t smem = prepare_wgmma_smem_bytes();
-    if (smem > kPrepWgmmaSmemBytes) {  // (set_split_smem_limits set the need)
-      const void* kernel = p.prep_heads > 1 ? reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, true>)
-                                            : reinterpret_cast<const void*>(chunk_prepare_wgmma_kernel<M, false>);
-      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      if (e != cudaSuccess) return e;
-    }
+    const size_t smem = prepare_wgmma_smem_bytes();  // (the kernels' limit: set_split_smem_limits)
     if (p.prep_heads > 1)
       chunk_prepare_wgmma_kernel<M, true><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
     else
