@@ -230,15 +230,15 @@ __device__ __forceinline__ uint32_t b_cols(const uint16_t* base, int ld, int k0,
 
 // The same four shapes from a tile laid out by At (chunked_tile.h: RowMajorAt, KMajorAt,
 // Swizzle128At): element (r, c) at base + At::at(r, c). Where the layout is additive over
-// 8-aligned blocks (At::at(r0 + dr, c0 + dc) = At::at(r0, c0) + At::at(dr, dc) for r0, c0
-// multiples of 8), the lane's part and the block's are formed apart: the block's is a
+// 8-aligned blocks (At::at(r0 + dr, c0 + dc) = At::block(r0, c0) + At::lane(dr, dc) for r0, c0
+// multiples of 8; chunked_tile.h), the lane's part and the block's are formed apart: the block's is a
 // constant where the callers' loops are unrolled. (Formed whole, the core-matrix layouts' shifts
 // and masks were recomputed at every fragment load: about 4% of the fused step, H200.) A layout
 // that is not additive (Swizzle128At) is formed whole.
 template <class At>
 __device__ __forceinline__ int at_split(int r_lane, int c_lane, int r0, int c0) {
   if constexpr (At::kAdditive)
-    return At::at(r_lane, c_lane) + At::at(r0, c0);
+    return At::lane(r_lane, c_lane) + At::block(r0, c0);
   else
     return At::at(r0 + r_lane, c0 + c_lane);
 }

@@ -203,19 +203,21 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   else
     minus_w<M>(s, 0, warp, lane);
   new_values<M>(s, 0, warp, lane, D);
+  // U^T as this warp's accumulator fragments (512-byte warp stores); for the wgmma chain its
+  // token columns in that chain's order (kTokenRowXor: column group t holds tokens of t ^ 6)
+  const int t_xor = for_wgmma ? kTokenRowXor >> 3 : 0;
 #pragma unroll
-  for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
-    out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+  for (int t = 0; t < 8; ++t) out.u_frags[warp][t ^ t_xor][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
   __syncthreads();  // -W is complete
 #pragma unroll
   for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {  // piece idx is the prepared tile's 16 bytes idx
     const int idx = tid + kThreads * i;
-    // CoreTiles::W (KMajorAt<kK>::at(r, col) = 8 idx), or row-major
-    const int r = for_wgmma ? 8 * (idx >> 7) + (idx & 7) : idx >> 4;
+    // CoreTiles::W (KMajorAt<kK, kTokenRowXor>::at(r, col) = 8 idx), or row-major
+    const int r = for_wgmma ? (8 * (idx >> 7) + (idx & 7)) ^ kTokenRowXor : idx >> 4;
     const int col = for_wgmma ? 8 * ((idx >> 3) & 15) : 8 * (idx & 15);
     *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
   }
-  static_assert(CoreTiles::W::at(8 + 7, 8) == 8 * ((1 << 7) + (1 << 3) + 7), "-W's pieces in KMajorAt<kK> order");
+  static_assert(CoreTiles::W::plain(8 + 7, 8) == 8 * ((1 << 7) + (1 << 3) + 7), "-W's pieces in KMajorAt<kK> order");
   store_prepared_factors(s, out.tiles, tid, p_exp);
 }
 
@@ -365,7 +367,9 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
     __syncthreads();  // X is read: -W takes its place
     float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
-    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16>(s, 0, warp, lane, D);
+    // (all of T's rows: its zeros above the diagonal written above; with the triangular
+    // products at two CTAs an SM, ptxas serialised the kernel's wgmma, C7511)
+    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, false>(s, 0, warp, lane, D);
 #pragma unroll
     for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
       out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
@@ -391,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
 #endif
 }
 inline constexpr size_t kPrepWgmmaSmemBytes = sizeof(PrepWgSmem) + 1024;  // from the first 1024-byte boundary
-static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok && CoreTiles::W::at(kC - 1, kK - 1) < kC * kLdTok,
+static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok && CoreTiles::W::plain(kC - 1, kK - 1) < kC * kLdTok,
               "the swizzled and core-matrix tiles fit the padded tiles' space");
 
 // ---- chain

@@ -948,7 +948,7 @@ __device__ __forceinline__ void gate_inverse_half(Sm& s, int wg, int r) {
     uint32_t hi, lo;
     split_pair<M>(t[0], t[1], hi, lo);
     if constexpr (L::kCore) {
-      const int at = L::T::at(ri, rj) + L::T::at(16 * bi, 16 * bj);  // additive over 8-aligned blocks
+      const int at = at_split<typename L::T>(ri, rj, 16 * bi, 16 * bj);  // additive over 16-aligned blocks
       *reinterpret_cast<uint32_t*>(&t_hi[at]) = hi;
       *reinterpret_cast<uint32_t*>(&t_lo[at]) = lo;
     } else {
@@ -993,7 +993,7 @@ __device__ __forceinline__ void minus_w(Sm& s, int buf, int warp, int lane) {
       const float ng = -expf(s.G[i]);  // -gamma_i
 #pragma unroll
       for (int t = 0; t < 2; ++t)
-        *reinterpret_cast<uint32_t*>(w_tile + L::W::at(g, 2 * q) + L::W::at(i - g, n0 + 8 * t)) =
+        *reinterpret_cast<uint32_t*>(w_tile + at_split<typename L::W>(g, 2 * q, i - g, n0 + 8 * t)) =
             WM::pack(ng * acc[t][2 * hr], ng * acc[t][2 * hr + 1]);
     }
   }

@@ -60,13 +60,23 @@ template <int kLd>
 struct RowMajorAt {
   static constexpr bool kAdditive = true;
   __host__ __device__ static constexpr int at(int r, int c) { return r * kLd + c; }
+  __host__ __device__ static constexpr int block(int r0, int c0) { return at(r0, c0); }
+  __host__ __device__ static constexpr int lane(int dr, int dc) { return at(dr, dc); }
 };
-template <int kCols>
+// kRowXor: row r stored at row r ^ kRowXor (bits 4 and up: whole 16-row blocks permuted, as the
+// wgmma chain's token-indexed tiles take them: kTokenRowXor below). Additive in the split form
+// at(r0 + dr, c0 + dc) = block(r0, c0) + lane(dr, dc) wherever dr adds no carry into the permuted
+// bits (r0 a multiple of 16 and dr < 16, or r0 a multiple of 8 and dr < 8: every caller's).
+template <int kCols, int kRowXor = 0>
 struct KMajorAt {
+  static_assert((kRowXor & 15) == 0, "whole 16-row blocks");
   static constexpr bool kAdditive = true;
-  __host__ __device__ static constexpr int at(int r, int c) {
+  __host__ __device__ static constexpr int plain(int r, int c) {
     return (r >> 3) * (kCols * 8) + (c >> 3) * 64 + (r & 7) * 8 + (c & 7);
   }
+  __host__ __device__ static constexpr int at(int r, int c) { return plain(r ^ kRowXor, c); }
+  __host__ __device__ static constexpr int block(int r0, int c0) { return plain(r0 ^ kRowXor, c0); }
+  __host__ __device__ static constexpr int lane(int dr, int dc) { return plain(dr, dc); }
 };
 // 128-byte swizzle of a [kRows, 128] tile as two column halves of [kRows, 64] (128-byte rows),
 // the 16-byte chunk index XOR the row's low 3 bits, as the hardware's 128-byte swizzle does with
@@ -100,14 +110,27 @@ struct PaddedTiles {
   using P = RowMajorAt<kLdCC>;
   using T = RowMajorAt<kLdCC>;
 };
+// The wgmma chain's D^T (value rows x tokens) holds its token columns in 16-token blocks in
+// reverse order (3, 2, 1, 0: column n is token n ^ 48), so that T's rows (D's columns) that can
+// be nonzero at a k-step are a prefix of them: U^T = Vc^T T^T takes k-step ks's product on the
+// first 64 - 16 ks columns only (wgmma accumulates into a prefix of its registers, not into a
+// suffix: ptxas then serialises the pipeline). -W's rows follow (D^T += S (-W)^T); D's readers
+// map its column block to the token block (the Kc and P k-steps, the state factors). On sm_90a
+// only: the mma.sync code of other targets reads the same tiles in token order.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+inline constexpr int kTokenRowXor = 48;
+#else
+inline constexpr int kTokenRowXor = 0;
+#endif
+static_assert(kC == 64, "the token block reversal is 48 for four blocks of 16");
 struct CoreTiles {
   static constexpr bool kCore = true;
   using V = Swizzle128At<kC>;
   using Q = Swizzle128At<kC>;
   using K = Swizzle128At<kC>;
-  using W = KMajorAt<kK>;
+  using W = KMajorAt<kK, kTokenRowXor>;
   using P = KMajorAt<kC>;
-  using T = KMajorAt<kC>;
+  using T = KMajorAt<kC, kTokenRowXor>;
 };
 // The prepare kernel (split form): its own tiles padded; P written to the prepared chunk in
 // CoreTiles' layout for the wgmma chain, which reads it as it lands (one bulk copy a chunk), or

@@ -121,6 +121,64 @@ __device__ __forceinline__ void wgmma_64(float (&d)[8][4], const uint32_t (&a)[4
 #undef GDN_WGMMA_64
 }
 
+// d's first N = 8 kGroups columns (its 8-column groups [0, kGroups)) += a b, b's first N rows
+// (K-major in shared memory, m64nNk16): the product with T, whose rows past the first 64 - 16 ks
+// are zeros at k-step ks in the wgmma chain's token order (kTokenRowXor, chunked_tile.h). Only a
+// prefix of the accumulators: with a suffix, ptxas serialises every wgmma of the kernel (C7511).
+template <class M, int kGroups>
+__device__ __forceinline__ void wgmma_64_first(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(kGroups == 2 || kGroups == 4 || kGroups == 6 || kGroups == 8, "k-steps of 16 tokens");
+#define GDN_ACC4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+  if constexpr (kGroups == 8) {
+    wgmma_64<M>(d, a, desc_b);
+  } else if constexpr (kGroups == 6) {
+#define GDN_WGMMA_FIRST(TYPE)                                                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n48k16.f32." TYPE "." TYPE " "                                       \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, "           \
+               "{%24,%25,%26,%27}, %28, p, 1, 1, 0;\n}\n"                                                            \
+               : GDN_ACC4(0), GDN_ACC4(1), GDN_ACC4(2), GDN_ACC4(3), GDN_ACC4(4), GDN_ACC4(5)                        \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+    if constexpr (std::is_same_v<M, MmaBf16>) GDN_WGMMA_FIRST("bf16"); else GDN_WGMMA_FIRST("f16");
+#undef GDN_WGMMA_FIRST
+  } else if constexpr (kGroups == 4) {
+#define GDN_WGMMA_FIRST(TYPE)                                                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                       \
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "                                           \
+               "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"                                                            \
+               : GDN_ACC4(0), GDN_ACC4(1), GDN_ACC4(2), GDN_ACC4(3)                                                  \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+    if constexpr (std::is_same_v<M, MmaBf16>) GDN_WGMMA_FIRST("bf16"); else GDN_WGMMA_FIRST("f16");
+#undef GDN_WGMMA_FIRST
+  } else {
+#define GDN_WGMMA_FIRST(TYPE)                                                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                                       \
+               "{%0,%1,%2,%3,%4,%5,%6,%7}, "                                                                         \
+               "{%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"                                                              \
+               : GDN_ACC4(0), GDN_ACC4(1)                                                                            \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+    if constexpr (std::is_same_v<M, MmaBf16>) GDN_WGMMA_FIRST("bf16"); else GDN_WGMMA_FIRST("f16");
+#undef GDN_WGMMA_FIRST
+  }
+#undef GDN_ACC4
+}
+// U^T's product with T at k-step ks (tokens [16 ks, +16) of Vc): T's rows of the token blocks
+// ks..3, the first 64 - 16 ks in the chain's order (unrolled loops: the switch folds).
+template <class M>
+__device__ __forceinline__ void wgmma_64_lower_t(int ks, float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(kTokenRowXor == 48, "T's token blocks in reverse order");
+  switch (ks) {
+    case 0: wgmma_64_first<M, 8>(d, a, desc_b); break;
+    case 1: wgmma_64_first<M, 6>(d, a, desc_b); break;
+    case 2: wgmma_64_first<M, 4>(d, a, desc_b); break;
+    default: wgmma_64_first<M, 2>(d, a, desc_b); break;
+  }
+}
+// The token offset of D^T's k-step ks (its columns [16 ks, +16)): the Kc and P k-steps it meets.
+__device__ __forceinline__ constexpr int chain_token_block(int ks) { return (16 * ks) ^ kTokenRowXor; }
+
 // d (m64n128, f32) += a (registers) b (MN-major in shared memory: the state update's Kc).
 template <class M>
 __device__ __forceinline__ void wgmma_128_mn(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
@@ -218,12 +276,14 @@ __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int la
 //   D^T = Vc^T (T hi + T lo)^T                warpgroup wg: value rows [64 wg, +64), tokens [0, C)
 // A from registers: Xw by ldmatrix from its padded rows (zero where the warp's token block lies
 // above the k-step's: Xw is lower triangular), Vc^T by transposing ldmatrix. B from shared
-// memory: Kc MN-major (its 64-column half wg), T K-major in CoreTiles::T (its blocks above the
-// diagonal written as zeros by gate_inverse). -W goes to w_neg in CoreTiles::W's layout; D^T
-// stays in the accumulators the chain takes. Kc, Vc and T must be visible to wgmma (fenced by
+// memory: Kc MN-major (its 64-column half wg), T K-major in CoreTiles::T (rows in the chain's
+// token order, kTokenRowXor; kTriangularT: each k-step reads only the rows that can be nonzero,
+// else all, its blocks above the diagonal written as zeros). -W goes to w_neg in CoreTiles::W's
+// layout (rows in the same order); D^T stays in the accumulators the chain takes, its token
+// columns in that order. Kc, Vc and T must be visible to wgmma (fenced by
 // their writers, then a barrier). WM: -W's type (the warp-specialised kernel's is f16, for its
 // f16 S (-W)^T).
-template <class M, class Sm, class WM = M>
+template <class M, class Sm, class WM = M, bool kTriangularT = true>
 __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int warp, int lane, float (&D)[8][4]) {
   const int g = lane >> 2, q = lane & 3, wg = warp >> 2, wr = warp & 3;
   const uint16_t* k_half = &s.k[buf][0][0] + wg * (kC * 64);  // Kc's key columns [64 wg, +64)
@@ -251,10 +311,16 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
       wgmma_64<M, false>(D, va[0], th);
     } else {
       wgmma_64<M, true, true>(W, xa[ks & 1], kd);
-      wgmma_64<M>(D, va[ks & 1], th);
+      if constexpr (kTriangularT)
+        wgmma_64_lower_t<M>(ks, D, va[ks & 1], th);  // T's rows that can be nonzero
+      else
+        wgmma_64<M>(D, va[ks & 1], th);
     }
 #if !GDN_LAB_SINGLE_PRODUCTS
-    wgmma_64<M>(D, va[ks & 1], tl);
+    if constexpr (kTriangularT)
+      wgmma_64_lower_t<M>(ks, D, va[ks & 1], tl);
+    else
+      wgmma_64<M>(D, va[ks & 1], tl);
 #endif
     wgmma_commit();
   }
@@ -332,7 +398,8 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
     if (ks >= 2) wgmma_wait<1>();
     acc_to_a_split<M>(D, ks, a[ks & 1][0], a[ks & 1][1]);
     wgmma_fence();
-    const uint64_t hd = k_major_desc<kC>(ct.p_hi, 16 * ks), ld = k_major_desc<kC>(ct.p_lo, 16 * ks);
+    const uint64_t hd = k_major_desc<kC>(ct.p_hi, chain_token_block(ks)),
+                   ld = k_major_desc<kC>(ct.p_lo, chain_token_block(ks));
     wgmma_64<M>(O, a[ks & 1][0], hd);
     wgmma_64<M>(O, a[ks & 1][1], hd);
     wgmma_64<M>(O, a[ks & 1][0], ld);
@@ -386,7 +453,7 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
       if (ks >= 2) wgmma_wait<1>();
       acc_to_a<MmaF16>(D, ks, a[ks & 1][0]);
       wgmma_fence();
-      wgmma_64<MmaF16>(O, a[ks & 1][0], k_major_desc<kC>(ct.p_hi, 16 * ks));
+      wgmma_64<MmaF16>(O, a[ks & 1][0], k_major_desc<kC>(ct.p_hi, chain_token_block(ks)));
       wgmma_commit();
     }
     then_issue();
@@ -408,7 +475,7 @@ __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lan
   const int q = lane & 3;
   float2 kf[8];  // the state factors of the lane's token columns, all read before the first wgmma
 #pragma unroll
-  for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[8 * t + 2 * q]);
+  for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
 #pragma unroll
   for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
 #pragma unroll
@@ -422,7 +489,7 @@ __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lan
     }
     acc_to_a_split<M>(dd, 0, a[ks][0], a[ks][1]);
     wgmma_fence();
-    const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, 16 * ks);
+    const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, chain_token_block(ks));
     wgmma_128_mn<M>(S, a[ks][0], kd);
 #if !GDN_LAB_SINGLE_PRODUCTS
     wgmma_128_mn<M>(S, a[ks][1], kd);
