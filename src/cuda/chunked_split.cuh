@@ -367,9 +367,11 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
     __syncthreads();  // X is read: -W takes its place
     float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
-    // (all of T's rows: its zeros above the diagonal written above; with the triangular
-    // products at two CTAs an SM, ptxas serialised the kernel's wgmma, C7511)
-    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, false>(s, 0, warp, lane, D);
+    // (U's products on T's rows that can be nonzero after -W's in the one-head instance; the
+    // group instance, whose loop keeps more values live, takes every row of T, its zeros above
+    // the diagonal written above: ptxas serialised its wgmma with either triangular form, C7511)
+    constexpr UProducts kU = kGroup ? UProducts::kFull : UProducts::kTriangularAfterW;
+    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, kU>(s, 0, warp, lane, D);
 #pragma unroll
     for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
       out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);

@@ -277,13 +277,19 @@ __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int la
 // A from registers: Xw by ldmatrix from its padded rows (zero where the warp's token block lies
 // above the k-step's: Xw is lower triangular), Vc^T by transposing ldmatrix. B from shared
 // memory: Kc MN-major (its 64-column half wg), T K-major in CoreTiles::T (rows in the chain's
-// token order, kTokenRowXor; kTriangularT: each k-step reads only the rows that can be nonzero,
-// else all, its blocks above the diagonal written as zeros). -W goes to w_neg in CoreTiles::W's
+// token order, kTokenRowXor; kU: each k-step reads only the rows that can be nonzero, or all,
+// its blocks above the diagonal written as zeros). -W goes to w_neg in CoreTiles::W's
 // layout (rows in the same order); D^T stays in the accumulators the chain takes, its token
 // columns in that order. Kc, Vc and T must be visible to wgmma (fenced by
 // their writers, then a barrier). WM: -W's type (the warp-specialised kernel's is f16, for its
 // f16 S (-W)^T).
-template <class M, class Sm, class WM = M, bool kTriangularT = true>
+enum class UProducts {
+  kFull,               // every row of T, -W's and U's products interleaved k-step by k-step
+  kTriangular,         // T's rows that can be nonzero (wgmma_64_lower_t), interleaved
+  kTriangularAfterW,   // the same, after -W's products in a loop of their own (fewer registers
+                       // live at once: at two CTAs an SM ptxas serialised the interleaved form)
+};
+template <class M, class Sm, class WM = M, UProducts kU = UProducts::kTriangular>
 __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int warp, int lane, float (&D)[8][4]) {
   const int g = lane >> 2, q = lane & 3, wg = warp >> 2, wr = warp & 3;
   const uint16_t* k_half = &s.k[buf][0][0] + wg * (kC * 64);  // Kc's key columns [64 wg, +64)
@@ -293,24 +299,47 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) ng[hr] = -expf(s.G[16 * wr + g + 8 * hr]);
   uint32_t xa[2][4], va[2][4];
+  constexpr bool kAfterW = kU == UProducts::kTriangularAfterW;
+  constexpr bool kTriangularT = kU != UProducts::kFull;
+  if constexpr (kAfterW) {  // -W's products first, then U's below
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's product has read xa[ks & 1]
+      if (ks <= wr) {
+        ldsm_x4(xa[ks & 1], a_rows(&s.xw[0][0], kLdCC, 16 * wr, 16 * ks, lane));
+      } else {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
+      }
+      wgmma_fence();
+      const uint64_t kd = swizzle128_desc_mn<kC>(k_half, 16 * ks);
+      if (ks == 0)
+        wgmma_64<M, false, true>(W, xa[0], kd);
+      else
+        wgmma_64<M, true, true>(W, xa[ks & 1], kd);
+      wgmma_commit();
+    }
+  }
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's products have read xa, va [ks & 1]
-    if (ks <= wr) {
-      ldsm_x4(xa[ks & 1], a_rows(&s.xw[0][0], kLdCC, 16 * wr, 16 * ks, lane));
-    } else {
+    if constexpr (!kAfterW) {
+      if (ks <= wr) {
+        ldsm_x4(xa[ks & 1], a_rows(&s.xw[0][0], kLdCC, 16 * wr, 16 * ks, lane));
+      } else {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
+        for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
+      }
     }
     ldsm_x4_trans(va[ks & 1], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));  // A[v][t'] = Vc[t'][v]
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(k_half, 16 * ks);
     const uint64_t th = k_major_desc<kC>(&s.t.hi[0][0], 16 * ks), tl = k_major_desc<kC>(&s.t.lo[0][0], 16 * ks);
     if (ks == 0) {
-      wgmma_64<M, false, true>(W, xa[0], kd);
+      if constexpr (!kAfterW) wgmma_64<M, false, true>(W, xa[0], kd);
       wgmma_64<M, false>(D, va[0], th);
     } else {
-      wgmma_64<M, true, true>(W, xa[ks & 1], kd);
+      if constexpr (!kAfterW) wgmma_64<M, true, true>(W, xa[ks & 1], kd);
       if constexpr (kTriangularT)
         wgmma_64_lower_t<M>(ks, D, va[ks & 1], th);  // T's rows that can be nonzero
       else
