@@ -301,16 +301,19 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
   uint32_t xa[2][4], va[2][4];
   constexpr bool kAfterW = kU == UProducts::kTriangularAfterW;
   constexpr bool kTriangularT = kU != UProducts::kFull;
+  const auto load_xw = [&](int ks) {  // Xw's A fragment of k-step ks (zeros above the diagonal)
+    if (ks <= wr) {
+      ldsm_x4(xa[ks & 1], a_rows(&s.xw[0][0], kLdCC, 16 * wr, 16 * ks, lane));
+    } else {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
+    }
+  };
   if constexpr (kAfterW) {  // -W's products first, then U's below
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's product has read xa[ks & 1]
-      if (ks <= wr) {
-        ldsm_x4(xa[ks & 1], a_rows(&s.xw[0][0], kLdCC, 16 * wr, 16 * ks, lane));
-      } else {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
-      }
+      load_xw(ks);
       wgmma_fence();
       const uint64_t kd = swizzle128_desc_mn<kC>(k_half, 16 * ks);
       if (ks == 0)
@@ -323,14 +326,7 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's products have read xa, va [ks & 1]
-    if constexpr (!kAfterW) {
-      if (ks <= wr) {
-        ldsm_x4(xa[ks & 1], a_rows(&s.xw[0][0], kLdCC, 16 * wr, 16 * ks, lane));
-      } else {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
-      }
-    }
+    if constexpr (!kAfterW) load_xw(ks);
     ldsm_x4_trans(va[ks & 1], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));  // A[v][t'] = Vc[t'][v]
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(k_half, 16 * ks);
