@@ -411,7 +411,8 @@ TEST(Forms, WarpSpecialisedMatchesOneRole) {
 // The warp-specialised kernel and the split form's wgmma chain keep their f16 operands in range
 // by power-of-two exponents (chunked_range.cuh): inputs scaled far from 1 (by powers of two, so
 // the same mantissas) take each of their paths (S and D above the f16 limit, S below its
-// precision, P above and below with q unnormalised), a stretch of v = 0 lets the state decay
+// precision, P above and below with q unnormalised; keys past f16's range with the norm in
+// the kernel, and small unnormalised keys), a stretch of v = 0 lets the state decay
 // for 9 chunks with nothing new (the exponent at its floor; the sequence split's transition
 // runs do the same), and the fused kernels (warp-specialised and one-role) and the split form
 // (whole and in 3 segments) match the oracle within the usual tolerances. v's factor scales
@@ -422,6 +423,7 @@ TEST(Range, ScaledInputsMatchOracle) {
     const char* text;
     double q, v;
     int64_t zero_v_from = 0, zero_v_to = 0;  // tokens of each sequence with v = 0 (dense cases)
+    double k = 1;
   };
   const Scaled cases[] = {{"N=1,T=300,Hk=1,Hv=2,K=128,V=128,dtype=bf16,decay=none", 1, 32768},
                           {"N=2,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 1, 32768},
@@ -430,12 +432,18 @@ TEST(Range, ScaledInputsMatchOracle) {
                           {"N=2,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 32768, 1},
                           {"seqlens=70:0:150,Hk=1,Hv=2,K=128,V=128,dtype=f16,decay=none", 1, 4096},
                           {"N=1,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16,l2norm=1,gate=raw", 65536, 65536},
-                          {"N=2,T=1200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 1, 1, 128, 704}};
+                          {"N=2,T=1200,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 1, 1, 128, 704},
+                          // keys past f16's range, normalised in the kernel (products of the
+                          // raw tiles, the norms applied after), and small unnormalised keys and
+                          // queries (P far below f16's normal range)
+                          {"N=2,T=200,Hk=1,Hv=2,K=128,V=128,dtype=bf16,l2norm=1", 1, 1, 0, 0, 1048576},
+                          {"seqlens=70:0:150,Hk=1,Hv=2,K=128,V=128,dtype=bf16", 1.0 / 4096, 1, 0, 0, 1.0 / 1024}};
   for (const Scaled& sc : cases) {
     Case c = parse_case(std::string(sc.text) + ",path=chunked");
     c.seed = fresh_seed();
     GeneratedInputs pristine = generate(c);
     for (int64_t i = 0; i < pristine.q.numel(); ++i) pristine.q.set(i, pristine.q.get(i) * sc.q);
+    for (int64_t i = 0; i < pristine.k.numel(); ++i) pristine.k.set(i, pristine.k.get(i) * sc.k);
     const std::vector<int64_t>& vs = pristine.v.shape();  // [N, T, Hv, V] here
     for (int64_t i = 0; i < pristine.v.numel(); ++i) {
       const int64_t t = vs.size() == 4 ? i / (vs[2] * vs[3]) % vs[1] : -1;
@@ -454,7 +462,7 @@ TEST(Range, ScaledInputsMatchOracle) {
       }
       const Errors e = check_outputs(pristine, in, oracle);
       EXPECT_TRUE(e.pass(chunked_tolerance(c)))
-          << f.name << ", q x " << sc.q << ", v x " << sc.v << ": " << chunked_report(c, e);
+          << f.name << ", q x " << sc.q << ", k x " << sc.k << ", v x " << sc.v << ": " << chunked_report(c, e);
     }
   }
 }
