@@ -68,7 +68,8 @@ struct Outputs {
   float* checksum;  // [kHeads * threads] sums of every O^T element a thread produced
   int mode;         // 0: copies and chain; 1: the chain alone (both stages loaded once); 2: copies alone;
                     // 3: copies alone without the proxy fence (wgmma kernels)
-  int offset;       // chain_ws_kernel: the second consumer warpgroup starts once the first has its key products
+  int offset;       // chain_ws_kernel: 1, the second consumer warpgroup starts once the first has its key products;
+                    // 2, the two take turns at each phase of products (Turns: named barriers 2 and 3)
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -287,11 +288,19 @@ __device__ __forceinline__ void wgmma128_tb(float (&d)[16][4], const uint32_t (&
 #endif
 }
 
+// The tensor pipe's turns between the two consumer warpgroups (chain_ws_kernel's alternating
+// variant): take() before a warpgroup issues a phase of products, give() once it has issued them.
+struct NoTurns {
+  __device__ __forceinline__ void take() const {}
+  __device__ __forceinline__ void give() const {}
+};
+
 // One chain step on wgmma for the warpgroup of rows [row0 - 16 (warp % 4), +64): S and the
-// checksum carried; after_keys() runs once the key products (D and S Qc^T) are done.
-template <bool kN128 = false, class AfterKeys>
+// checksum carried; after_keys() runs once the key products (D and S Qc^T) are done; turns
+// brackets each of the step's three phases of products.
+template <bool kN128 = false, class AfterKeys, class Turns = NoTurns>
 __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int lane, float (&S)[16][4],
-                                              float& checksum, AfterKeys after_keys) {
+                                              float& checksum, AfterKeys after_keys, Turns turns = {}) {
   const int q = lane & 3;
   float D[8][4], O[8][4];
   load_u(st, row0, lane, D);
@@ -301,6 +310,7 @@ __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int l
   // D^T += S (-W)^T (S hi + lo), O^T = S Qc^T (S hi): two k-steps' A fragments in flight
   const uint32_t w_tile = smem_u32(st.w_neg), q_tile = smem_u32(st.q);
   uint32_t a[2][2][4];
+  turns.take();
 #pragma unroll
   for (int ks = 0; ks < kK / 16; ++ks) {
     if (ks >= 2) wg_wait<1>();
@@ -312,6 +322,7 @@ __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int l
     wgmma64<0>(O, a[ks & 1][0], qd);
     wg_commit();
   }
+  turns.give();
   wg_wait<0>();
   after_keys();  // the key products of this step are done
 
@@ -325,6 +336,7 @@ __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int l
       O[t][2 + e] *= f;
     }
   const uint32_t ph_tile = smem_u32(st.p_hi), pl_tile = smem_u32(st.p_lo);
+  turns.take();
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     if (ks >= 2) wg_wait<1>();
@@ -336,6 +348,7 @@ __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int l
     wgmma64<0>(O, a[ks & 1][0], ld);
     wg_commit();
   }
+  turns.give();
   wg_wait<0>();
   checksum += sum_tiles(O);
 
@@ -344,6 +357,7 @@ __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int l
 #pragma unroll
   for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
   const uint32_t k_tile = smem_u32(st.k);
+  turns.take();
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     if (ks >= 2) wg_wait<1>();
@@ -373,6 +387,7 @@ __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int l
     }
     wg_commit();
   }
+  turns.give();
   wg_wait<0>();
 }
 
@@ -468,8 +483,24 @@ __global__ void __launch_bounds__(kWsThreads, 1) chain_ws_kernel(const Prepared 
   const int row0 = 16 * warp;
   float S[16][4] = {};
   float checksum = 0.f;
-  const bool offset = out.offset != 0;
+  const bool offset = out.offset == 1;
   if (offset && wg == 1) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  // Alternating: warpgroup w waits on barrier 2 + w before issuing a phase of products and, once
+  // it has issued them, arrives on the other's, so the two issue their phases in turn (warpgroup
+  // 0 first: warpgroup 1 arrives once up front, and warpgroup 0 takes that last turn at the end).
+  const bool alternate = out.offset == 2;
+  struct Turns {
+    int mine, other;
+    bool on;
+    __device__ __forceinline__ void take() const {
+      if (on) asm volatile("bar.sync %0, 256;\n" ::"r"(mine) : "memory");
+    }
+    __device__ __forceinline__ void give() const {
+      if (on) asm volatile("bar.arrive %0, 256;\n" ::"r"(other) : "memory");
+    }
+  };
+  const Turns turns{2 + wg, 3 - wg, alternate && out.mode < 2};
+  if (turns.on && wg == 1) turns.give();
   for (int c = 0; c < kChunks; ++c) {
     const int s = c & 1;
     mbar_wait(&full[s], uint32_t(c >> 1) & 1u);
@@ -478,11 +509,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) chain_ws_kernel(const Prepared 
       if (signal) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
     };
     if (out.mode < 2)
-      wg_chain_step<kN128>(stage[s], row0, lane, S, checksum, after_keys);
+      wg_chain_step<kN128>(stage[s], row0, lane, S, checksum, after_keys, turns);
     else
       after_keys();
     mbar_arrive(&empty[s]);
   }
+  if (turns.on && wg == 0) turns.take();  // warpgroup 1's last turn
   store_state(S, out.S + size_t(h) * kV * kK, row0, lane);
   out.checksum[h * kThreads + tid] = checksum;
 }
@@ -628,17 +660,19 @@ int main() {
   std::printf("copies alone without the proxy fence: wgmma %7.3f us, warp-specialised %7.3f us a step\n",
               run(chain_wgmma_kernel, 2 * sizeof(WgStage), in, 3).us_per_step,
               run(chain_ws_kernel<false>, ws_smem, in, 3, kWsThreads).us_per_step);
-  for (int variant = 0; variant < 3; ++variant) {
-    const int offset = variant == 1;
+  for (int variant = 0; variant < 4; ++variant) {
+    const int offset = variant == 1 ? 1 : variant == 3 ? 2 : 0;
     const auto kernel = variant == 2 ? chain_ws_kernel<true> : chain_ws_kernel<false>;
     if (variant == 2) std::printf("(the state update as m64n128k16, 8 products a warpgroup and step instead of 16:)\n");
+    if (variant == 3) std::printf("(the two consumer warpgroups taking turns at each phase of products:)\n");
     const Result ws = run(kernel, ws_smem, in, 0, kWsThreads, offset);
     const double ws_chain = run(kernel, ws_smem, in, 1, kWsThreads, offset).us_per_step;
     const double ws_copies = run(kernel, ws_smem, in, 2, kWsThreads, offset).us_per_step;
     const double d = rel_l2(ws.S, sync.S), dk = rel_l2(ws.checksum, sync.checksum);
     std::printf("wgmma warp-specialised, %s: %7.3f us a step (chain alone %7.3f, copies alone %7.3f); %d registers, "
                 "%d spilled; against sync: states %.2e, checksums %.2e\n",
-                offset ? "consumers out of phase" : "consumers in phase", ws.us_per_step, ws_chain, ws_copies, ws.regs,
+                offset == 2 ? "consumers alternating" : offset ? "consumers out of phase" : "consumers in phase",
+                ws.us_per_step, ws_chain, ws_copies, ws.regs,
                 ws.spill, d, dk);
     ws_ok = ws_ok && std::isfinite(d) && std::isfinite(dk) && d < 1e-4 && dk < 1e-4;
   }
