@@ -289,16 +289,23 @@ __device__ __forceinline__ void wgmma128_tb(float (&d)[16][4], const uint32_t (&
 }
 
 // The tensor pipe's turns between the two consumer warpgroups (chain_ws_kernel's alternating
-// variant): take() before a warpgroup issues a phase of products, give() once it has issued them.
-struct NoTurns {
-  __device__ __forceinline__ void take() const {}
-  __device__ __forceinline__ void give() const {}
+// variant; off, the default, nothing): take() before a warpgroup issues a phase of products on
+// named barrier `mine`, give() once it has issued them, on the other warpgroup's.
+struct Turns {
+  int mine = 0, other = 0;
+  bool on = false;
+  __device__ __forceinline__ void take() const {
+    if (on) asm volatile("bar.sync %0, 256;\n" ::"r"(mine) : "memory");
+  }
+  __device__ __forceinline__ void give() const {
+    if (on) asm volatile("bar.arrive %0, 256;\n" ::"r"(other) : "memory");
+  }
 };
 
 // One chain step on wgmma for the warpgroup of rows [row0 - 16 (warp % 4), +64): S and the
 // checksum carried; after_keys() runs once the key products (D and S Qc^T) are done; turns
 // brackets each of the step's three phases of products.
-template <bool kN128 = false, class AfterKeys, class Turns = NoTurns>
+template <bool kN128 = false, class AfterKeys>
 __device__ __forceinline__ void wg_chain_step(const WgStage& st, int row0, int lane, float (&S)[16][4],
                                               float& checksum, AfterKeys after_keys, Turns turns = {}) {
   const int q = lane & 3;
@@ -488,18 +495,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) chain_ws_kernel(const Prepared 
   // Alternating: warpgroup w waits on barrier 2 + w before issuing a phase of products and, once
   // it has issued them, arrives on the other's, so the two issue their phases in turn (warpgroup
   // 0 first: warpgroup 1 arrives once up front, and warpgroup 0 takes that last turn at the end).
-  const bool alternate = out.offset == 2;
-  struct Turns {
-    int mine, other;
-    bool on;
-    __device__ __forceinline__ void take() const {
-      if (on) asm volatile("bar.sync %0, 256;\n" ::"r"(mine) : "memory");
-    }
-    __device__ __forceinline__ void give() const {
-      if (on) asm volatile("bar.arrive %0, 256;\n" ::"r"(other) : "memory");
-    }
-  };
-  const Turns turns{2 + wg, 3 - wg, alternate && out.mode < 2};
+  const Turns turns{2 + wg, 3 - wg, out.offset == 2 && out.mode < 2};
   if (turns.on && wg == 1) turns.give();
   for (int c = 0; c < kChunks; ++c) {
     const int s = c & 1;
