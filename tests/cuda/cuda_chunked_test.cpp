@@ -107,9 +107,10 @@ class FormScope {
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
 
 // How far above the one-role fused kernel's errors (bf16 hi + lo pairs) those of the kernels with
-// f16 products may lie on the same inputs: a quarter with bf16 inputs, twice with f16 ones
-// (Forms.WarpSpecialisedMatchesOneRole says why).
+// f16 products may lie on the same inputs: a quarter with bf16 inputs, twice with f16 ones, plus
+// a slack in the final state (Forms.WarpSpecialisedMatchesOneRole says why).
 double f16_products_error_ratio(const Case& c) { return c.dtype == GDN_DTYPE_F16 ? 2.0 : 1.25; }
+inline constexpr double kF16ProductsStateSlack = 4e-5;
 
 std::string chunked_report(const Case& c, const Errors& e) {
   const Tolerance t = chunked_tolerance(c);
@@ -325,7 +326,7 @@ TEST(Forms, SplitMatchesFused) {
         EXPECT_TRUE(e.pass(chunked_tolerance(c))) << f.name << ": " << chunked_report(c, e);
         const double ratio = f16_products_error_ratio(c);
         EXPECT_LE(e.o, ratio * e_fused.o + 1e-4) << to_string(c) << ", " << f.name;
-        EXPECT_LE(e.final_state, ratio * e_fused.final_state + 1e-5) << to_string(c) << ", " << f.name;
+        EXPECT_LE(e.final_state, ratio * e_fused.final_state + kF16ProductsStateSlack) << to_string(c) << ", " << f.name;
         continue;
       }
       EXPECT_LE(rel_l2_tensors(split.o, fused.o), 1e-3) << text << ", " << f.name;
@@ -380,8 +381,10 @@ TEST(Forms, FusedTmaMatchesCpAsync) {
 // final state's slack is 4e-5: in the first case (raw gates, ratio 3, T = 300) the
 // warp-specialised kernel's state error read 1.5e-5 to 2.6e-5 against the one-role kernel's
 // about 4e-6 in 8 of 60 device runs (30 on each of two builds, the same share on both), over
-// the 1e-5 slack it had; the tolerance is 2.5e-3. Failures name the case with its seed
-// (GDN_TEST_SEED reruns it).
+// the 1e-5 slack it had; the tolerance is 2.5e-3. Forms.SplitMatchesFused takes the same
+// slack for the wgmma chain (the same f16 products): on that case its state read 1.7e-5 and
+// 2.7e-5 against 1.5e-5 allowed in 2 of 4 device runs (thirty-sixth session). Failures name
+// the case with its seed (GDN_TEST_SEED reruns it).
 TEST(Forms, WarpSpecialisedMatchesOneRole) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
@@ -404,7 +407,7 @@ TEST(Forms, WarpSpecialisedMatchesOneRole) {
     }
     const double ratio = f16_products_error_ratio(c);
     EXPECT_LE(e[0].o, ratio * e[1].o + 1e-4) << to_string(c);
-    EXPECT_LE(e[0].final_state, ratio * e[1].final_state + 4e-5) << to_string(c);
+    EXPECT_LE(e[0].final_state, ratio * e[1].final_state + kF16ProductsStateSlack) << to_string(c);
   }
 }
 
