@@ -1,4 +1,5 @@
 // Case strings: "key=value,key=value"; the keys are listed beside Case's fields in harness.h.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -60,7 +61,7 @@ std::vector<int64_t> parse_seqlens(const std::string& key, const std::string& va
 float parse_scale(const std::string& key, const std::string& value) {
   char* end = nullptr;
   const float x = std::strtof(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(x >= 0)) bad(key, value, "not a float >= 0");
+  if (value.empty() || *end != '\0' || !std::isfinite(x)) bad(key, value, "not a finite float (0: 1 / sqrt(K))");
   return x;
 }
 

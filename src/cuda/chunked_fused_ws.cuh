@@ -415,7 +415,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       }
       GDN_WS_MARK(c, 1);  // q and Kc copied, or Kc landed
       float* G = s.G_s[c % kGateSlots];
-      float* beta = s.beta_s[c % kGateSlots];
       float* rq = s.rq_s[c % kNormSlots];  // (the chain read chunk c - 4's long before)
       float* rk = s.rk_s[c % kNormSlots];
       if (c % kGateGroup == 0 && c + w < chunks) {  // chunk c + w's gates by warp w
@@ -449,9 +448,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // [32, 64) for w < 2 (its block AB is zeros, written once)
       uint16_t* p_hi = &s.p_slot[buf][0][0];
       const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale
-        store_key_block<M, CoreTiles, false, true, true>(s.mx, p_hi, nullptr, 16 * w, 0, lane, qk[0], qk[0], G, beta, rq, rk, p_scale, absmax);
+        store_query_key_block_by_logs<CoreTiles>(p_hi, 16 * w, 0, lane, qk[0], G, rq, rk, p_scale, absmax);
         if (w < 2)
-          store_key_block<M, CoreTiles, false, true, true>(s.mx, p_hi, nullptr, 32 + 16 * w, 32, lane, qk[1], qk[1], G, beta, rq, rk, p_scale, absmax);
+          store_query_key_block_by_logs<CoreTiles>(p_hi, 32 + 16 * w, 32, lane, qk[1], G, rq, rk, p_scale, absmax);
       };
       float p_absmax = 0.f;
       store_p(p.scale, &p_absmax);

@@ -149,6 +149,8 @@ const Named kOracleCases[] = {
                 "inplace=1,sdtype=bf16"},
     {"strided", "N=2,T=150,Hk=2,Hv=4,dtype=bf16,strided=1,pool=4,pad=1"},
     {"scale", "N=1,T=77,Hk=1,Hv=2,dtype=bf16,scale=0.3"},
+    {"scale_negative_l2norm", "N=1,T=130,Hk=1,Hv=2,dtype=bf16,scale=-0.7,l2norm=1"},
+    {"scale_negative_f16_raw", "N=2,T=77,Hk=1,Hv=2,dtype=f16,scale=-2,gate=raw"},
     {"no_initial", "N=2,T=96,Hk=2,Hv=4,dtype=bf16,h0=0"},
     {"no_final", "N=2,T=96,Hk=2,Hv=4,dtype=bf16,ht=0"},
     {"decay_none", "N=1,T=300,Hk=1,Hv=2,dtype=bf16,decay=none"},
