@@ -326,6 +326,18 @@ def decode_cases():
         out.append((f"decode-B{B}-vk-{hints}hints", B, 1, STATE_VK, torch.float32,
                     dict(env={"GDN_DECODE_STATE_HINTS": hints},
                          note=f"ours with {hints} cache hints on the state (the default switches at 256 MiB of state)")))
+    # the final state to its own buffer with the other cache hints and first-input order, where
+    # the out-of-place rows sit nearest their targets (B = 1 and 16)
+    for B in (1, 16):
+        out.append((f"decode-B{B}-vk-outofplace-plainhints", B, 1, STATE_VK, torch.float32,
+                    dict(inplace=False, env={"GDN_DECODE_STATE_HINTS": "plain"},
+                         note="decode-B*-vk-outofplace with plain cache hints on the state")))
+        out.append((f"decode-B{B}-vk-plainhints", B, 1, STATE_VK, torch.float32,
+                    dict(env={"GDN_DECODE_STATE_HINTS": "plain"},
+                         note="decode-B*-vk (in place) with plain cache hints on the state")))
+    out.append(("decode-B16-vk-outofplace-firstlate", 16, 1, STATE_VK, torch.float32,
+                dict(inplace=False, env={"GDN_DECODE_FIRST_INPUTS": "late"},
+                     note="decode-B16-vk-outofplace with the first token's input addresses formed after the wait")))
     # the other side of decode_first_inputs_early's switch (dense grids of 4096 CTAs and more: B >= 8
     # here), and both sides near it
     for B, side in ((1, "early"), (4, "early"), (4, "late"), (8, "early"), (8, "late"), (16, "late"), (64, "late"),

@@ -104,7 +104,8 @@ if [ "${1:-}" = "--add-lib" ]; then  # .devbuild/lib-NAME: FILE as libgdn.so, be
   [ $# -eq 3 ] && [ -f "$3" ] && [ -d .devbuild/lib ] || { echo "usage (after --pack): $0 --add-lib NAME FILE" >&2; exit 2; }
   D=.devbuild/lib-$2
   rm -rf "$D" && mkdir -p "$D"
-  cp -L "$3" "$D/libgdn.so" && cp -L "$3" "$D/libgdn.so.0.1" && cp .devbuild/lib/libgomp.so.1 "$D/"
+  # (the soname a link to it: half the carry, so that more builds fit its 64 MiB)
+  cp -L "$3" "$D/libgdn.so" && ln -s libgdn.so "$D/libgdn.so.0.1" && cp .devbuild/lib/libgomp.so.1 "$D/"
   du -sh .devbuild
   exit 0
 fi
