@@ -164,6 +164,17 @@ __device__ __forceinline__ void chunk_gates(const ChunkParams& p, float* G, floa
   beta[2 * lane + 1] = b[1];
 }
 
+__device__ __forceinline__ float exp2_approx(float x) {  // 2^x (ex2.approx.ftz)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float log2_approx(float x) {  // log2 x (lg2.approx.ftz)
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Mask_ij = exp(G_i - G_j) where j <= i (live), for a select by the caller: exp runs in every
 // lane on an argument that is 0 where not live, so it is straight-line code the compiler
 // interleaves across a thread's elements (written as `live ? expf(..) : 0`, each element
@@ -174,14 +185,7 @@ __device__ __forceinline__ void chunk_gates(const ChunkParams& p, float* G, floa
 // |G_i - G_j| 2^-24, is far below the 2^-16 of the hi + lo operands the mask ends in (P, T);
 // values below 2^-126 become 0.
 __device__ __forceinline__ float causal_decay(float Gi, float Gj, bool live) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"((live ? Gi - Gj : 0.f) * 1.4426950408889634f));
-  return y;
-}
-__device__ __forceinline__ float exp2_approx(float x) {  // 2^x (ex2.approx.ftz)
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
+  return exp2_approx((live ? Gi - Gj : 0.f) * 1.4426950408889634f);
 }
 
 // ---- tiles in and out
@@ -519,12 +523,6 @@ __device__ __forceinline__ void store_key_block(float (*m)[kLdF], uint16_t* p_hi
     }
   }
 }
-__device__ __forceinline__ float log2_approx(float x) {  // log2 x (lg2.approx.ftz)
-  float y;
-  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // store_key_block's P (kQueryKey, kPHalf) for the warp-specialised kernel, the mask and both
 // norms in one exponential an element:
 //   P_ij = sign(p_scale) 2^(a_i - b_j) qk_ij,   a_i = G_i log2 e + log2 |rq_i p_scale|,
