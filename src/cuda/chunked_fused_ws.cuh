@@ -195,42 +195,26 @@ __device__ __forceinline__ void wait(int id, int threads = kWsChainThreads + kWs
   named_barrier(id, threads);
 }
 
-// A Kc^T for the token columns [j0, +32) of the chunk (m64n32, one warpgroup; warp w % 4 has
-// the rows [16 (w % 4), +16)), A = Qc (the outputs role's P, whose second half takes Qc's rows
-// shifted by 32; Kc Kc^T: gram_issue_64 below): both operands from the swizzled tiles, committed
-// as one group (the caller waits). Kc, Qc must be visible to wgmma.
+// A Kc^T, A = Kc or Qc, all 64 token columns in one product a k-step (m64n64: A read once, where
+// two m64n32 halves read it twice, 16 KB more of shared-memory reads a chunk; warp w % 4 has the
+// rows [16 (w % 4), +16)): acc as gram_issue's two halves, [0, 32) then [32, 64) (an m64n64
+// accumulator's registers are the two m64n32 ones in a row). Committed as one group (the caller
+// waits). The tiles must be visible to wgmma. Measured against the two halves (H200, three
+// alternated repeats each): Kc Kc^T 4 x 8192 0.585 -> 0.579 ms, 16 x 4096 1.161 -> 1.149, varlen16
+// 0.656 -> 0.650, the same bits; then Qc Kc^T 0.578 -> 0.572, 1.151 -> 1.144, 0.652 -> 0.650
+// (docs/NOTES.md, thirty-eighth session).
 template <class M>
-__device__ __forceinline__ void gram_issue(const uint16_t* a_tile, const uint16_t* k_tile, int j0, float (&acc)[4][4]) {
-  wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < kK / 16; ++ks) {
-    const uint64_t ad = swizzle128_desc_k<kC>(a_tile, 16 * ks);
-    const uint64_t bd = swizzle128_desc_k<kC>(k_tile + j0 * 64, 16 * ks);  // Kc's rows [j0, +32) as N
-    if (ks == 0)
-      wgmma_32_ss<M, false>(acc, ad, bd);
-    else
-      wgmma_32_ss<M>(acc, ad, bd);
-  }
-  wgmma_commit();
-}
-
-// Kc Kc^T, all 64 token columns in one product a k-step (m64n64: Kc read once as A, where two
-// m64n32 halves read it twice, 16 KB more of shared-memory reads a chunk): acc as gram_issue's two
-// halves, [0, 32) then [32, 64) (an m64n64 accumulator's registers are the two m64n32 ones in a
-// row). Committed as one group (the caller waits). Kc must be visible to wgmma. Measured against
-// the two halves (H200, three alternated repeats): 4 x 8192 0.585 -> 0.579 ms, 16 x 4096 1.161
-// -> 1.149, varlen16 0.656 -> 0.650, the same bits (docs/NOTES.md, thirty-eighth session).
-template <class M>
-__device__ __forceinline__ void gram_issue_64(const uint16_t* k_tile, float (&acc)[2][4][4]) {
+__device__ __forceinline__ void gram_issue_64(const uint16_t* a_tile, const uint16_t* k_tile, float (&acc)[2][4][4]) {
   float(&d)[8][4] = reinterpret_cast<float(&)[8][4]>(acc);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kK / 16; ++ks) {
-    const uint64_t kd = swizzle128_desc_k<kC>(k_tile, 16 * ks);  // Kc's rows as M and as N
+    const uint64_t ad = swizzle128_desc_k<kC>(a_tile, 16 * ks);
+    const uint64_t bd = swizzle128_desc_k<kC>(k_tile, 16 * ks);  // Kc's rows as N
     if (ks == 0)
-      wgmma_64_ss<M, false>(d, kd, kd);
+      wgmma_64_ss<M, false>(d, ad, bd);
     else
-      wgmma_64_ss<M>(d, kd, kd);
+      wgmma_64_ss<M>(d, ad, bd);
   }
   wgmma_commit();
 }
@@ -372,7 +356,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         // over m in place, then T and Xw into buffer buf (chunk c - 2's there were read by the
         // chain's -W and U before chunk c's Kc was issued or copied).
         float kk[2][4][4];  // token columns [0, 32) and [32, 64)
-        ws::gram_issue_64<M>(k_tile, kk);
+        ws::gram_issue_64<M>(k_tile, k_tile, kk);
         if (by_tma(c)) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);  // beta and rk of chunk c
         GDN_WS_MARK(c, 2);  // the outputs role's gates and key norms
         const float* G = s.G_s[c % kGateSlots];
@@ -461,17 +445,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         outputs_sync();  // the query norms
       }
       float qk[2][4][4];  // token columns [0, 32) and [32, 64)
-      ws::gram_issue<M>(q_tile, k_tile, 0, qk[0]);
-      ws::gram_issue<M>(q_tile + 32 * 64, k_tile, 32, qk[1]);  // rows [32, 96): P_BB to warps 0, 1
+      ws::gram_issue_64<M>(q_tile, k_tile, qk);
       wgmma_wait<0>();
       GDN_WS_MARK(c, 4);  // Qc Kc^T done
-      // P's blocks: rows [16 w, +16) of columns [0, 32), and rows [32 + 16 w, +16) of columns
-      // [32, 64) for w < 2 (its block AB is zeros, written once)
+      // P's blocks: rows [16 w, +16) of columns [0, 32), and of [32, 64) for w >= 2 (its block AB
+      // is zeros, written once), as m's in the inverse role: four blocks for warps 14 and 15, two
+      // for 12 and 13 (the m64n32 halves with Qc's rows shifted by 32 had given warps 12 and 13
+      // the four, and read Qc twice)
       uint16_t* p_hi = &s.p_slot[buf][0][0];
       const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale
         store_query_key_block_by_logs<CoreTiles>(p_hi, 16 * w, 0, lane, qk[0], G, rq, rk, p_scale, absmax);
-        if (w < 2)
-          store_query_key_block_by_logs<CoreTiles>(p_hi, 32 + 16 * w, 32, lane, qk[1], G, rq, rk, p_scale, absmax);
+        if (w >= 2)
+          store_query_key_block_by_logs<CoreTiles>(p_hi, 16 * w, 32, lane, qk[1], G, rq, rk, p_scale, absmax);
       };
       float p_absmax = 0.f;
       store_p(p.scale, &p_absmax);
