@@ -232,23 +232,21 @@ __device__ __forceinline__ void wgmma_32_ss(float (&d)[4][4], uint64_t desc_a, u
 // b. (The warp-specialised kernel's Kc Kc^T: its registers are two m64n32 products' in a row.)
 template <class M, bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_64_ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
+#define GDN_ACC4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define GDN_WGMMA_64_SS(TYPE)                                                                                 \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                 \
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                                      \
                "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n" \
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
-                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),     \
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),     \
-                 "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),     \
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),     \
-                 "+f"(d[7][2]), "+f"(d[7][3])                                                                 \
+               : GDN_ACC4(0), GDN_ACC4(1), GDN_ACC4(2), GDN_ACC4(3), GDN_ACC4(4), GDN_ACC4(5), GDN_ACC4(6),      \
+                 GDN_ACC4(7)                                                                                  \
                : "l"(desc_a), "l"(desc_b), "r"(kAccumulate ? 1 : 0))
   if constexpr (std::is_same_v<M, MmaBf16>)
     GDN_WGMMA_64_SS("bf16");
   else
     GDN_WGMMA_64_SS("f16");
 #undef GDN_WGMMA_64_SS
+#undef GDN_ACC4
 }
 
 // key_products on wgmma, in two parts so that other products can run between them (all 8 warps
