@@ -197,8 +197,8 @@ __device__ __forceinline__ void wait(int id, int threads = kWsChainThreads + kWs
 
 // A Kc^T, A = Kc or Qc, all 64 token columns in one product a k-step (m64n64: A read once, where
 // two m64n32 halves read it twice, 16 KB more of shared-memory reads a chunk; warp w % 4 has the
-// rows [16 (w % 4), +16)): acc as gram_issue's two halves, [0, 32) then [32, 64) (an m64n64
-// accumulator's registers are the two m64n32 ones in a row). Committed as one group (the caller
+// rows [16 (w % 4), +16)): acc as two m64n32 accumulators, columns [0, 32) then [32, 64) (an
+// m64n64 accumulator's registers are the two m64n32 ones in a row). Committed as one group (the caller
 // waits). The tiles must be visible to wgmma. Measured against the two halves (H200, three
 // alternated repeats each): Kc Kc^T 4 x 8192 0.585 -> 0.579 ms, 16 x 4096 1.161 -> 1.149, varlen16
 // 0.656 -> 0.650, the same bits; then Qc Kc^T 0.578 -> 0.572, 1.151 -> 1.144, 0.652 -> 0.650

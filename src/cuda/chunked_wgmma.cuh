@@ -229,7 +229,8 @@ __device__ __forceinline__ void wgmma_32_ss(float (&d)[4][4], uint64_t desc_a, u
 }
 
 // d (m64n64, f32) += a b, both from shared memory, K-major (descriptors); kAccumulate false: d = a
-// b. (The warp-specialised kernel's Kc Kc^T: its registers are two m64n32 products' in a row.)
+// b. (The warp-specialised kernel's Kc Kc^T and Qc Kc^T: its registers are two m64n32 products'
+// in a row.)
 template <class M, bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_64_ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
 #define GDN_ACC4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
