@@ -36,12 +36,15 @@
 //   kBarNormsReady+b outputs -> inverse    chunk c's gates and key norms (b = c & 1)
 //   kBarXReady+b     inverse -> chain      chunk c's T and Xw
 //   kBarPrepared+b   outputs -> chain      chunk c's P slot, gates and norms
-//   kBarChunkDone+b  chain -> outputs      chunk c done, before the outputs role copies chunk
-//                                          c + 2's q and Kc by cp.async
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
 // (early in chunk c - 1, into chunk c - 2's Kc buffer) by TMA, each on its own mbarrier, issued
-// by one thread of the chain; a packed sequence's partial last chunk by cp.async instead (q and
-// Kc by the outputs role, Vc by the chain), as in the one-role kernel.
+// by one thread of the chain, every chunk. A packed sequence's partial last chunk's boxes bring
+// the next sequence's rows (zeros past the batch's last token): its rows past the sequence are
+// zeroed on chip once landed (q and Kc by the outputs role before the inverse role reads Kc, Vc
+// by the chain), so its tiles are what a dense batch's zero-filled boxes give. The kernel's code
+// is kept small: its three roles run different code at once, and the step slows with the code in
+// their loops, executed or not (docs/NOTES.md, fortieth session: the cp.async paths these replace,
+// never executed in a dense batch, cost the fused cases 3%).
 //
 // Measured (H200, the same run; docs/NOTES.md, nineteenth session): 4 x 8192 0.827 -> 0.805 ms,
 // 16 x 4096 1.651 -> 1.594, varlen16 0.918 -> 0.886 against the one-role kernel; the gates four
@@ -182,7 +185,6 @@ enum : int {
   kBarInverse = 2,     // the inverse role's warps
   kBarOutputs = 3,     // the outputs role's warps
   kBarPrepared = 4,    // and 5: outputs role -> chain, chunk c's P, gates and norms (c & 1)
-  kBarChunkDone = 6,   // and 7: chain -> outputs role, chunk c done (c & 1)
   kBarXReady = 8,      // and 9: inverse role -> chain, chunk c's T and Xw (c & 1)
   kBarNormsReady = 10  // and 11: outputs role -> inverse role, chunk c's gates and key norms (c & 1)
 };
@@ -243,6 +245,22 @@ __device__ __forceinline__ void row_norms_warpgroup(const uint16_t* tile, float*
   }
 }
 
+// Rows [rows, C) of a [C, 128] Swizzle128At tile zeroed by threads 0..kBy-1: a row is 128
+// contiguous bytes in each column half, so the rows past `rows` are one range a half (a rolled
+// loop: it runs once a packed sequence, and the kernel's code is kept small).
+template <int kBy>
+__device__ __forceinline__ void zero_rows_from(uint16_t* tile, int rows, int tid) {
+  static_assert(Swizzle128At<kC>::at(5, 0) / 64 == 5 && Swizzle128At<kC>::at(5, 63) / 64 == 5 &&
+                    Swizzle128At<kC>::at(5, 64) / 64 == kC + 5,
+                "row r's 64 columns of half h in elements [64 (h C + r), +64)");
+  const int pieces = (kC - rows) * 8;  // 16-byte pieces a half
+#pragma unroll 1
+  for (int i = tid; i < 2 * pieces; i += kBy) {
+    const int half = i >= pieces ? 1 : 0;
+    reinterpret_cast<uint4*>(tile + half * kC * 64 + rows * 64)[i - half * pieces] = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
 }  // namespace ws
 #endif
 
@@ -262,8 +280,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   if (!begin_fused_sequence<kCheckpoints, kWsThreads>(p, n, h, tid, sq)) return;
   const int64_t chunks = (sq.len + kC - 1) / kC;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
-  // A packed sequence's partial last chunk by cp.async (a box would bring the next sequence's rows).
-  const auto by_tma = [&](int64_t c) { return !(p.cu_seqlens && live_rows(c) < kC); };
+  // A packed sequence's partial last chunk: rows past the sequence zeroed once landed.
+  const auto packed_tail = [&](int64_t c) { return p.cu_seqlens && live_rows(c) < kC; };
   const int seq_coord = p.cu_seqlens ? 0 : int(n);
   constexpr uint32_t kBoxBytes = kC * 64 * 2;
   constexpr int kCopyThread = 6 * 32;  // the chain's thread that issues every TMA copy
@@ -313,20 +331,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     store_zero_p<CoreTiles>(16 * (w & 1), 32, lane, &s.p_slot[w >> 1][0][0], &s.p_slot[w >> 1][0][0]);
   }
   __syncthreads();  // the mbarriers initialised before any copy completes on them
-  // Chunks 0 and 1: q, Kc, Vc issued now (by TMA, or Vc by the chain's threads; the preparing
-  // warps copy a cp.async chunk's q and Kc themselves).
-  for (int64_t c = 0; c < 2 && c < chunks; ++c) {
-    if (by_tma(c)) {
-      if (copier) {
-        tma_k(c);
-        tma_q(c);
-        tma_v(c);
-      }
-    } else if (tid < kWsChainThreads) {
-      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, v_tile_of(c), tid);
-      cp_async_commit();
+  // Chunks 0 and 1: q, Kc, Vc issued now.
+  if (copier)
+    for (int64_t c = 0; c < 2 && c < chunks; ++c) {
+      tma_k(c);
+      tma_q(c);
+      tma_v(c);
     }
-  }
   const HeadGate hg = head_gate(p, h);
 
   if (warp >= kWarps) {
@@ -334,8 +345,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     //   inverse (warps 8..11)   Kc Kc^T, its epilogue m, X = (I + m)^-1 over m in place, T and
     //                           Xw from X into buffer c & 1
     //   outputs (warps 12..15)  the gates (every kGateGroup chunks), the row norms, Qc Kc^T and
-    //                           its epilogue P (f16, range-checked), and a packed sequence's
-    //                           cp.async copies of q and Kc
+    //                           its epilogue P (f16, range-checked); a packed sequence's
+    //                           partial last chunk's q and Kc rows past it zeroed first
     // The inverse role waits for the outputs role's gates and key norms of the chunk (m needs
     // beta and rk); the chain waits for both roles' chunk.
     const int w = (warp - kWarps) & 3, ptid = (tid - kWsChainThreads) & (kWsPrepThreads - 1);
@@ -346,18 +357,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const int buf = int(c & 1);
         GDN_WS_MARK(c, 0);  // inverse: the chunk's start
         uint16_t* k_tile = k_tile_of(c);
-        // Kc of chunk c: landed by TMA, or copied by the outputs role before its signal below
-        if (by_tma(c))
-          mbarrier_wait(&s.k_full[buf], parity(c));
-        else
-          ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
+        // Kc of chunk c landed (a packed tail's: its rows past the sequence zeroed by the outputs
+        // role before its signal, which this role then waits for first)
+        mbarrier_wait(&s.k_full[buf], parity(c));
+        const bool tail = packed_tail(c);
+        if (tail) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
         GDN_WS_MARK(c, 1);  // Kc landed
         // Kc Kc^T into m (chunk c - 1's X there was read by this role's gate_inverse), then X
         // over m in place, then T and Xw into buffer buf (chunk c - 2's there were read by the
-        // chain's -W and U before chunk c's Kc was issued or copied).
+        // chain's -W and U before chunk c's Kc was issued).
         float kk[2][4][4];  // token columns [0, 32) and [32, 64)
         ws::gram_issue_64<M>(k_tile, k_tile, kk);
-        if (by_tma(c)) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);  // beta and rk of chunk c
+        if (!tail) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);  // beta and rk of chunk c
         GDN_WS_MARK(c, 2);  // the outputs role's gates and key norms
         const float* G = s.G_s[c % kGateSlots];
         const float* beta = s.beta_s[c % kGateSlots];
@@ -404,21 +415,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       uint16_t* k_tile = k_tile_of(c);
       GDN_WS_MARK(c, 0);  // outputs: the chunk's start
       uint16_t* q_tile = &s.q[buf][0][0];
-      if (!by_tma(c)) {
-        // The chain is done with chunk c - 2, whose q and Vc buffers take chunk c's q and Kc (the
-        // chain's next arrival on this id, chunk c's, needs chunk c's kBarPrepared, given after
-        // this wait).
-        if (c >= 2) ws::wait(ws::kBarChunkDone + buf);
-        load_token_rows<kWsPrepThreads, CoreTiles::Q>(p.q, n, sq.bos + c * kC, live_rows(c), j, q_tile, ptid);
-        load_token_rows<kWsPrepThreads, CoreTiles::K>(p.k, n, sq.bos + c * kC, live_rows(c), j, k_tile, ptid);
-        cp_async_commit();
-        cp_async_wait<0>();
-        fence_shared_for_wgmma();  // this thread's copies -> wgmma (every role's)
+      mbarrier_wait(&s.k_full[buf], parity(c));
+      if (packed_tail(c)) {  // q and Kc: rows past the sequence zeroed before any role reads them
+        mbarrier_wait(&s.q_full[buf], parity(c));
+        ws::zero_rows_from<kWsPrepThreads>(q_tile, live_rows(c), ptid);
+        ws::zero_rows_from<kWsPrepThreads>(k_tile, live_rows(c), ptid);
+        fence_shared_for_wgmma();  // this thread's zeros -> wgmma (every role's)
         outputs_sync();
-      } else {
-        mbarrier_wait(&s.k_full[buf], parity(c));
       }
-      GDN_WS_MARK(c, 1);  // q and Kc copied, or Kc landed
+      GDN_WS_MARK(c, 1);  // Kc landed
       float* G = s.G_s[c % kGateSlots];
       float* rq = s.rq_s[c % kNormSlots];  // (the chain read chunk c - 4's long before)
       float* rk = s.rk_s[c % kNormSlots];
@@ -438,7 +443,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       ws::arrive(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
       // Qc Kc^T into P slot buf once chunk c's q has landed (its reader, chunk c - 2's outputs,
       // is done when chunk c's q is issued)
-      if (by_tma(c)) mbarrier_wait(&s.q_full[buf], parity(c));
+      mbarrier_wait(&s.q_full[buf], parity(c));
       GDN_WS_MARK(c, 3);  // q landed
       if (p.l2norm) {  // (before the products: beside their accumulators the role spilled)
         ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
@@ -517,10 +522,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     ws::wait(ws::kBarPrepared + buf);
     GDN_WS_MARK(c, 2);  // P ready
     const int pi = s.p_exp[buf];  // P slot buf holds 2^-pi P
-    if (by_tma(c)) {  // (complete: q, Kc for this thread too)
-      mbarrier_wait(&s.q_full[buf], parity(c));
-      mbarrier_wait(&s.k_full[buf], parity(c));
-    }
+    mbarrier_wait(&s.q_full[buf], parity(c));  // (complete: q, Kc for this thread too)
+    mbarrier_wait(&s.k_full[buf], parity(c));
     // The chunk's gates and norms, in their slots (rewritten for chunk c + 8 and c + 4 at the
     // earliest, while the preparation runs at most two chunks ahead)
     const float* G = s.G_s[c % kGateSlots];
@@ -531,22 +534,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       s.q_f[tid] = output_factor<false>(own, tid) * (p.scale * pow2(-pi));
       s.k_f[tid] = state_factor<false>(own, G[kC - 1], tid);
     }
-    if (!by_tma(c)) {  // Vc by this thread's cp.async (the sequence's last chunk)
-      cp_async_wait<0>();
-      fence_shared_for_wgmma();
-    }
     if (copier) {  // chunk c - 1's o read out of the staging tile (this chunk's o goes there)
       bulk_wait_all<true>();
       // chunk c + 1's Vc into chunk c - 1's Kc buffer (read by that chunk's state update)
-      if (next && c >= 1 && by_tma(c + 1)) tma_v(c + 1);
+      if (next && c >= 1) tma_v(c + 1);
     }
     GDN_WS_MARK(c, 3);  // before the step's first barrier (the copier's waits and copies above)
     chain_sync();
-    if (next && c >= 1 && !by_tma(c + 1)) {  // into chunk c - 1's Kc buffer
-      load_token_rows<kWsChainThreads, CoreTiles::V>(p.v, n, tok0 + kC, live_rows(c + 1), h, v_tile_of(c + 1), tid);
-      cp_async_commit();
+    mbarrier_wait(&s.v_full[buf], parity(c));
+    if (packed_tail(c)) {  // Vc's rows past the sequence zeroed (the chunk's rows: chain-uniform)
+      ws::zero_rows_from<kWsChainThreads>(v_tile, rows, tid);
+      fence_shared_for_wgmma();
+      chain_sync();
     }
-    if (by_tma(c)) mbarrier_wait(&s.v_full[buf], parity(c));
     float D[8][4];  // D^T of the chunk: [16 value rows, C tokens]
     {
       const WsMinusWTiles view{reinterpret_cast<const uint16_t(*)[kC][kK]>(k_tile),
@@ -558,7 +558,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     fence_shared_for_wgmma();  // -W -> the chain's wgmma; this thread's reads of Vc -> the TMA refill
     GDN_WS_MARK(c, 4);  // the warp's -W and U done
     chain_sync();
-    if (copier && c + 2 < chunks && by_tma(c + 2)) tma_k(c + 2);  // into Vc's buffer: U has read it
+    if (copier && c + 2 < chunks) tma_k(c + 2);  // into Vc's buffer: U has read it
     GDN_WS_MARK(c, 5);  // every warp's -W and U done
 
     const ChainTiles ct{&s.w_neg[0][0], q_tile, k_tile, &s.p_slot[buf][0][0], nullptr,
@@ -593,13 +593,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     } else {
       store_chunk_output<CoreTiles::Q>(p, o_stage, n, tok0, rows, h, tid);
     }
-    if (c + 2 < chunks) {
-      if (by_tma(c + 2)) {
-        if (copier) tma_q(c + 2);  // into q[c & 1]: the outputs and the preparation have read it
-      } else {  // the preparing warps copy chunk c + 2's q and Kc
-        ws::arrive(ws::kBarChunkDone + buf);
-      }
-    }
+    if (copier && c + 2 < chunks) tma_q(c + 2);  // into q[c & 1]: the outputs and the preparation have read it
   }
   if (copier) bulk_wait_all<false>();  // the last chunks' o written before the CTA ends
   if (p.ht.p) {
