@@ -225,7 +225,7 @@ __device__ __forceinline__ void gram_issue_64(const uint16_t* a_tile, const uint
 // warpgroup: w = 0..3).
 template <class M>
 __device__ __forceinline__ void row_norms_warpgroup(const uint16_t* tile, float* r, int w, int lane) {
-#pragma unroll
+#pragma unroll 1  // (two turns of the same code: the kernel's code is kept small)
   for (int half = 0; half < 2; ++half) {
     const int t = 16 * w + 8 * half + (lane & 7);
     float nx = 0.f;
