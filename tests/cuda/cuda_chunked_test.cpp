@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <initializer_list>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -468,6 +470,77 @@ TEST(Range, ScaledInputsMatchOracle) {
       const Errors e = check_outputs(pristine, in, oracle);
       EXPECT_TRUE(e.pass(chunked_tolerance(c)))
           << f.name << ", q x " << sc.q << ", k x " << sc.k << ", v x " << sc.v << ": " << chunked_report(c, e);
+    }
+  }
+}
+
+// Keys that are not normalised can give the chunk's 16 x 16 diagonal blocks of m = beta_i
+// gamma_i / gamma_j k_i . k_j an entry above 1 in size, where the warp-specialised kernel's
+// product form of their inverse would leave f16's range: such a block takes the substitution
+// instead (invert_diagonal_blocks_doubling's fallback). Here most blocks do (checked on the
+// host first): each head's keys of norm 1.2 close to one direction, gates near 1. Every form
+// matches the oracle (the recurrence stays bounded: 1 - beta |k|^2 > -0.44).
+TEST(Range, LargeKeysTakeTheFallbackSubstitution) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=2,T=200,Hk=2,Hv=4,K=128,V=128,dtype=bf16",
+                           "seqlens=70:0:150:1,Hk=1,Hv=2,K=128,V=128,dtype=f16,map=tiled"}) {
+    Case c = parse_case(std::string(text) + ",path=chunked");
+    c.seed = fresh_seed();
+    GeneratedInputs pristine = generate(c);
+    const int64_t Hk = c.Hk, Hv = c.Hv, K = c.K, rows = pristine.k.numel() / K;  // rows: (token, key head)
+    std::mt19937 rng(static_cast<uint32_t>(c.seed));
+    std::normal_distribution<double> normal;
+    std::vector<double> u(Hk * K);  // each key head's direction (unit)
+    for (int64_t hk = 0; hk < Hk; ++hk) {
+      double norm = 0;
+      for (int64_t e = 0; e < K; ++e) norm += (u[hk * K + e] = normal(rng)) * u[hk * K + e];
+      for (int64_t e = 0; e < K; ++e) u[hk * K + e] /= std::sqrt(norm);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      double row[128], norm = 0;
+      for (int64_t e = 0; e < K; ++e) {
+        row[e] = u[(r % Hk) * K + e] + 0.03 * normal(rng);
+        norm += row[e] * row[e];
+      }
+      for (int64_t e = 0; e < K; ++e) pristine.k.set(r * K + e, 1.2 * row[e] / std::sqrt(norm));
+    }
+    for (int64_t i = 0; i < pristine.g.numel(); ++i) pristine.g.set(i, 0.02 * pristine.g.get(i));
+    // the share of diagonal blocks with an entry above 1 (as the kernel's inputs round them)
+    int64_t blocks = 0, large = 0;
+    const int64_t ratio = Hv / Hk;
+    for (int64_t n = 0; n + 1 < int64_t(pristine.bos.size()); ++n)
+      for (int64_t h = 0; h < Hv; ++h) {
+        const int64_t hk = c.map == GDN_HEAD_MAP_TILED ? h % Hk : h / ratio;
+        const int64_t len = pristine.bos[n + 1] - pristine.bos[n];
+        for (int64_t b0 = 0; b0 < len; b0 += 16) {  // chunks of 64 start at the sequence's start
+          double G = 0, worst = 0;
+          std::vector<double> Gs;
+          for (int64_t i = b0; i < std::min(b0 + 16, len); ++i) {
+            const int64_t t = pristine.bos[n] + i;
+            G += pristine.g.get(t * Hv + h);
+            Gs.push_back(G);
+            for (int64_t j = b0; j < i; ++j) {
+              const int64_t tj = pristine.bos[n] + j;
+              double kk = 0;
+              for (int64_t e = 0; e < K; ++e) kk += pristine.k.get((t * Hk + hk) * K + e) * pristine.k.get((tj * Hk + hk) * K + e);
+              worst = std::max(worst, std::fabs(pristine.beta.get(t * Hv + h) * std::exp(Gs[i - b0] - Gs[j - b0]) * kk));
+            }
+          }
+          ++blocks;
+          large += worst > 1;
+        }
+      }
+    ASSERT_GT(2 * large, blocks) << "the inputs no longer take the fallback: " << large << " of " << blocks;
+    OracleOutputs oracle;
+    ASSERT_EQ(run_oracle(pristine, 0, &oracle), GDN_STATUS_SUCCESS) << gdn_last_error();
+    for (const Form& f : {kForms[0], kForms[1], kForms[3], kForms[7]}) {
+      GeneratedInputs in = pristine;
+      {
+        const FormScope scope(f);
+        ASSERT_EQ(run_path(in, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      }
+      const Errors e = check_outputs(pristine, in, oracle);
+      EXPECT_TRUE(e.pass(chunked_tolerance(c))) << f.name << ": " << chunked_report(c, e);
     }
   }
 }
