@@ -384,7 +384,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         __syncwarp();  // the warp's rows of m -> its diagonal block's inverse
         GDN_WS_MARK(c, 3);  // m's epilogue done
         WsInverseTiles inverse{s.mx, s.mx};
-        invert_diagonal_blocks_doubling<true>(inverse, w, lane);  // (the merges read no block above it)
+        // (the merges read no block above it; the fallback substitution called, out of the loop)
+        invert_diagonal_blocks_doubling<true, true>(inverse, w, lane);
         GDN_WS_MARK(c, 4);  // the warp's diagonal block done
         inverse_sync();  // every diagonal block
         GDN_WS_MARK(c, 5);  // every diagonal block done

@@ -706,6 +706,21 @@ __device__ __forceinline__ void invert_diagonal_blocks(Sm& s, int warp, int lane
     }
   }
 }
+// invert_diagonal_blocks<kInPlace, false> as a function of its own, called rather than inlined:
+// the warp-specialised fused kernel's fallback for invert_diagonal_blocks_doubling, whose code
+// inside the inverse role's loop costs the step whether it runs or not (docs/NOTES.md, fortieth
+// session: about 1%); called, the loop holds a call instead (ptxas allocates a callee's registers
+// with its caller's: 52 in the bf16 kernel, none saved around the call; the tiles reached by
+// generic addresses there, which only this rare path pays).
+template <bool kInPlace>
+__device__ __noinline__ void invert_diagonal_blocks_called(float (*m)[kLdF], float (*x)[kLdF], int warp, int lane) {
+  struct {
+    float (*m)[kLdF];
+    float (*x)[kLdF];
+  } s{m, x};
+  invert_diagonal_blocks<kInPlace, false>(s, warp, lane);
+}
+
 // ---- the diagonal blocks on tensor cores (the sm_90a kernels: the warp-specialised fused
 // kernel's inverse role and the wgmma prepare kernel)
 //
@@ -754,7 +769,9 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 // (scripts/precision_emulation.py, plan f16+dg16, T = 2048): o 1.69e-3 as before, the state
 // 9.4e-7 with decay (the device's f32 sums leave about 3e-6), unchanged without decay.
 // kInPlace: s.m and s.x are one buffer (the warp reads its block before it writes X over it).
-template <bool kInPlace = false, class Sm>
+// kCalledFallback: the substitution by invert_diagonal_blocks_called (the warp-specialised
+// kernel's).
+template <bool kInPlace = false, bool kCalledFallback = false, class Sm>
 __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp, int lane) {
   if (warp >= 4) return;
   const int b0 = 16 * warp, g = lane >> 2, q = lane & 3;
@@ -769,7 +786,10 @@ __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp,
       within = within && fabsf(v.x) <= 1.f && fabsf(v.y) <= 1.f;
     }
   if (!__all_sync(0xffffffffu, within)) {  // (warp-uniform)
-    invert_diagonal_blocks<kInPlace, false>(s, warp, lane);
+    if constexpr (kCalledFallback)
+      invert_diagonal_blocks_called<kInPlace>(s.m, s.x, warp, lane);
+    else
+      invert_diagonal_blocks<kInPlace, false>(s, warp, lane);
     return;
   }
   uint32_t a[4], b[2][2];
