@@ -38,7 +38,7 @@ MARKS = {
               "outputs, update (warp)", "outputs, update (all)"],
     "inverse": ["start", "Kc landed", "norms ready", "m epilogue", "diagonal block (warp)",
                 "diagonal blocks (all)", "merges", "T, Xw"],
-    "outputs": ["start", "q, Kc", "gates, key norms", "q landed", "Qc Kc^T", "P (warp)", "P (all)",
+    "outputs": ["start", "q, Kc", "gates, key norms", "q landed", "Qc Kc^T", "P formed, range", "P stored (all)",
                 "handed over"],
 }
 ROLE_WARPS = {"chain": range(0, 8), "inverse": range(8, 12), "outputs": range(12, 16)}

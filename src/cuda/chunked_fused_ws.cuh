@@ -458,37 +458,37 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // is zeros, written once), as m's in the inverse role: four blocks for warps 14 and 15, two
       // for 12 and 13 (the m64n32 halves with Qc's rows shifted by 32 had given warps 12 and 13
       // the four, and read Qc twice)
+      // P's values in qk first, then (unless the norms bound it) its range over the warpgroup
+      // and P's exponent pi, then P stored once at 2^-pi (two passes of stores had been 5 KB more
+      // code in the loop, about 2.5% of the step: docs/NOTES.md, forty-second session)
       uint16_t* p_hi = &s.p_slot[buf][0][0];
-      const auto store_p = [&](float p_scale, float* absmax) {  // P in f16, times p_scale
-        store_query_key_block_by_logs<CoreTiles>(p_hi, 16 * w, 0, lane, qk[0], G, rq, rk, p_scale, absmax);
-        if (w >= 2)
-          store_query_key_block_by_logs<CoreTiles>(p_hi, 16 * w, 32, lane, qk[1], G, rq, rk, p_scale, absmax);
-      };
       float p_absmax = 0.f;
-      store_p(p.scale, &p_absmax);
+      query_key_block_by_logs(16 * w, 0, lane, qk[0], G, rq, rk, p.scale, &p_absmax);
+      if (w >= 2) query_key_block_by_logs(16 * w, 32, lane, qk[1], G, rq, rk, p.scale, &p_absmax);
       if (check_p) {
         p_absmax = warp_max(p_absmax);
         if (lane == 0) s.p_max[buf][w] = p_absmax;
+        outputs_sync();  // every warp's largest |P|
+        // (the slot's last reader, chunk c - 2's, is done: its readers passed chunk c - 1's
+        // barriers since)
+        const float4 pm = *reinterpret_cast<const float4*>(s.p_max[buf]);
+        const int pi = p_exponent(fmaxf(fmaxf(pm.x, pm.y), fmaxf(pm.z, pm.w)));
+        if (pi != 0) {  // (warpgroup-uniform) P at 2^-pi: powers of two, no bit of a mantissa
+          const float f = pow2(-pi);
+          scale_tiles(qk[0], f);
+          scale_tiles(qk[1], f);
+        }
+        if (ptid == 0) s.p_exp[buf] = pi;
       }
-      GDN_WS_MARK(c, 5);  // the warp's P stored
+      GDN_WS_MARK(c, 5);  // the warp's P formed
+      store_p_block<CoreTiles>(p_hi, 16 * w, 0, lane, qk[0], p.scale);
+      if (w >= 2) store_p_block<CoreTiles>(p_hi, 16 * w, 32, lane, qk[1], p.scale);
       fence_shared_for_wgmma();  // P -> the chain's wgmma; this thread's reads of q, Kc -> the TMA refills
       // (a barrier of the warpgroup first: compute-sanitizer's racecheck reported the merge's last
       // stores, followed by no bar.sync of their own, against the chain's reads after kBarPrepared,
       // with a CTA fence before the arrival or without one)
       outputs_sync();
       GDN_WS_MARK(c, 6);  // every warp's P stored
-      if (check_p) {  // P's exponent (the slot's last reader, chunk c - 2's staging, is done: above)
-        const float4 pm = *reinterpret_cast<const float4*>(s.p_max[buf]);
-        const float m = fmaxf(fmaxf(pm.x, pm.y), fmaxf(pm.z, pm.w));
-        const int pi = p_exponent(m);
-        if (pi != 0) {  // (warpgroup-uniform) P again, at 2^-pi
-          float unused = 0.f;
-          store_p(p.scale * pow2(-pi), &unused);
-          fence_shared_for_wgmma();
-          outputs_sync();
-        }
-        if (ptid == 0) s.p_exp[buf] = pi;
-      }
       // (chunk c + 2's arrival on this id needs chunk c + 2's q, issued or copied after the
       // chain's chunk c, which waits for this one. With one id for every chunk, chunk c's arrival
       // could come before the chain's wait for chunk c - 1 while the chain waited for the inverse

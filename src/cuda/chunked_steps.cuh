@@ -529,19 +529,21 @@ __device__ __forceinline__ void store_key_block(float (*m)[kLdF], uint16_t* p_hi
 //                                                b_j = G_j log2 e - log2 rk_j,
 // the logs formed once a row and column (10 a thread), so that an element takes a subtraction,
 // the exponential, a product and the causal select (store_key_block: 8), the sign one XOR a
-// pair (measured: the fused cases 1.3 to 2.2% faster, the outputs role's spills 39/43 -> 23/27).
-// As exact as the product it replaces: 2^x saturates and flushes where that product would
-// overflow or flush; the exponent's rounding (2^-24 of its size, at most 2^-17 where the value
-// is above f16's smallest) and the approximations' (2^-22) are below P's f16 (2^-11).
-template <class L>
-__device__ __forceinline__ void store_query_key_block_by_logs(uint16_t* p_hi, int i0, int j0, int lane,
-                                                              const float (&qk)[4][4], const float* G,
-                                                              const float* rq, const float* rk, float p_scale,
-                                                              float* p_absmax) {
+// pair at the store (measured: the fused cases 1.3 to 2.2% faster, the outputs role's spills
+// 39/43 -> 23/27). As exact as the product it replaces: 2^x saturates and flushes where that
+// product would overflow or flush; the exponent's rounding (2^-24 of its size, at most 2^-17
+// where the value is above f16's smallest) and the approximations' (2^-22) are below P's f16
+// (2^-11).
+// In two steps, so that P's range is known before anything is stored (one store, its exponent
+// applied to the values in registers): query_key_block_by_logs turns the accumulators into P
+// without p_scale's sign (left to the store) and raises *p_absmax to their largest |value|;
+// store_p_block packs and stores them.
+__device__ __forceinline__ void query_key_block_by_logs(int i0, int j0, int lane, float (&qk)[4][4], const float* G,
+                                                        const float* rq, const float* rk, float p_scale,
+                                                        float* p_absmax) {
   constexpr float kLog2e = 1.4426950408889634f;
   const int g = lane >> 2, q = lane & 3;
   const float log_scale = log2_approx(fabsf(p_scale));
-  const uint32_t sign = p_scale < 0.f ? 0x80008000u : 0u;  // both halves of a packed pair
   float a[2], b[4][2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -562,11 +564,30 @@ __device__ __forceinline__ void store_query_key_block_by_logs(uint16_t* p_hi, in
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int j = j0 + 8 * t + 2 * q;
-      float pv[2];
 #pragma unroll
-      for (int e = 0; e < 2; ++e) pv[e] = j + e <= i ? exp2_approx(a[hr] - b[t][e]) * qk[t][2 * hr + e] : 0.f;
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = MmaF16::pack(pv[0], pv[1]) ^ sign;
-      *p_absmax = fmaxf(*p_absmax, fmaxf(fabsf(pv[0]), fabsf(pv[1])));
+      for (int e = 0; e < 2; ++e) {
+        float& pv = qk[t][2 * hr + e];
+        pv = j + e <= i ? exp2_approx(a[hr] - b[t][e]) * pv : 0.f;
+      }
+      *p_absmax = fmaxf(*p_absmax, fmaxf(fabsf(qk[t][2 * hr]), fabsf(qk[t][2 * hr + 1])));
+    }
+  }
+}
+// The block's values (query_key_block_by_logs') as f16 at rows [i0, +16), columns [j0, +32) of
+// p_hi (L::P's layout), times sign(p_scale).
+template <class L>
+__device__ __forceinline__ void store_p_block(uint16_t* p_hi, int i0, int j0, int lane, const float (&pv)[4][4],
+                                              float p_scale) {
+  const int g = lane >> 2, q = lane & 3;
+  const uint32_t sign = p_scale < 0.f ? 0x80008000u : 0u;  // both halves of a packed pair
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int i = i0 + g + 8 * hr;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int j = j0 + 8 * t + 2 * q;
+      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) =
+          MmaF16::pack(pv[t][2 * hr], pv[t][2 * hr + 1]) ^ sign;
     }
   }
 }
