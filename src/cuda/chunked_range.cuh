@@ -44,6 +44,11 @@ __device__ __forceinline__ float warp_max(float m) {
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   return m;
 }
+// The warp's largest of a non-negative m (no NaN) in one integer reduction (redux.sync, sm_80
+// and later): such floats order as their bits do.
+__device__ __forceinline__ float warp_max_nonnegative(float m) {
+  return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
+}
 template <int kTiles>
 __device__ __forceinline__ void scale_tiles(float (&x)[kTiles][4], float f) {
 #pragma unroll
