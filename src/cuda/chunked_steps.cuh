@@ -441,6 +441,18 @@ __device__ __forceinline__ void row_norms_padded(Sm& s, int buf, int warp, int l
   }
 }
 
+// f(hr, t, i, j) over a lane's element pairs of a warp's [16 rows from i0, 32 columns from j0]
+// block in m16n8 accumulator fragments: row i = i0 + g + 8 hr, columns (j, j + 1), j = j0 + 8 t
+// + 2 q, held at acc[t][2 hr], acc[t][2 hr + 1].
+template <class F>
+__device__ __forceinline__ void for_each_fragment_pair(int i0, int j0, int lane, F&& f) {
+  const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+    for (int t = 0; t < 4; ++t) f(hr, t, i0 + g + 8 * hr, j0 + 8 * t + 2 * q);
+}
+
 // Where element (i, j) of P goes, in L::P's layout: (i, j) = block (i - g, j - 2q), 8-aligned, +
 // lane (g, 2q) (the layouts are additive).
 template <class L>
@@ -452,14 +464,10 @@ __device__ __forceinline__ int p_at(int i, int j, int g, int q) {
 template <class L>
 __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t* p_hi, uint16_t* p_lo) {
   const int g = lane >> 2, q = lane & 3;
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr)
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int i = i0 + g + 8 * hr, j = j0 + 8 * t + 2 * q;
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = 0u;
-      *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = 0u;
-    }
+  for_each_fragment_pair(i0, j0, lane, [&](int, int, int i, int j) {
+    *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = 0u;
+    *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = 0u;
+  });
 }
 
 // m and P of a warp's [16 rows from i0, 32 columns from j0] block from its accumulators of Kc Kc^T
@@ -558,20 +566,14 @@ __device__ __forceinline__ void query_key_block_by_logs(int i0, int j0, int lane
     b[t][0] = __fmaf_rn(Gj.x, kLog2e, -log2_approx(rkj.x));
     b[t][1] = __fmaf_rn(Gj.y, kLog2e, -log2_approx(rkj.y));
   }
+  for_each_fragment_pair(i0, j0, lane, [&](int hr, int t, int i, int j) {
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int i = i0 + g + 8 * hr;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int j = j0 + 8 * t + 2 * q;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& pv = qk[t][2 * hr + e];
-        pv = j + e <= i ? exp2_approx(a[hr] - b[t][e]) * pv : 0.f;
-      }
-      *p_absmax = fmaxf(*p_absmax, fmaxf(fabsf(qk[t][2 * hr]), fabsf(qk[t][2 * hr + 1])));
+    for (int e = 0; e < 2; ++e) {
+      float& pv = qk[t][2 * hr + e];
+      pv = j + e <= i ? exp2_approx(a[hr] - b[t][e]) * pv : 0.f;
     }
-  }
+    *p_absmax = fmaxf(*p_absmax, fmaxf(fabsf(qk[t][2 * hr]), fabsf(qk[t][2 * hr + 1])));
+  });
 }
 // The block's values (query_key_block_by_logs') as f16 at rows [i0, +16), columns [j0, +32) of
 // p_hi (L::P's layout), times sign(p_scale).
@@ -580,16 +582,9 @@ __device__ __forceinline__ void store_p_block(uint16_t* p_hi, int i0, int j0, in
                                               float p_scale) {
   const int g = lane >> 2, q = lane & 3;
   const uint32_t sign = p_scale < 0.f ? 0x80008000u : 0u;  // both halves of a packed pair
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int i = i0 + g + 8 * hr;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int j = j0 + 8 * t + 2 * q;
-      *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) =
-          MmaF16::pack(pv[t][2 * hr], pv[t][2 * hr + 1]) ^ sign;
-    }
-  }
+  for_each_fragment_pair(i0, j0, lane, [&](int hr, int t, int i, int j) {
+    *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = MmaF16::pack(pv[t][2 * hr], pv[t][2 * hr + 1]) ^ sign;
+  });
 }
 
 // Both, with the norms in s.rq, s.rk and m to s.m (kPHalf, p_absmax: store_key_block's).
