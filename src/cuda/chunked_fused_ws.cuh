@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       query_key_block_by_logs(16 * w, 0, lane, qk[0], G, rq, rk, p.scale, &p_absmax);
       if (w >= 2) query_key_block_by_logs(16 * w, 32, lane, qk[1], G, rq, rk, p.scale, &p_absmax);
       if (check_p) {
-        p_absmax = warp_max_nonnegative(p_absmax);  // (fmaxf's sums: never NaN)
+        p_absmax = warp_max_nonnegative(p_absmax);  // (fmaxf's running maximum: never NaN)
         if (lane == 0) s.p_max[buf][w] = p_absmax;
         outputs_sync();  // every warp's largest |P|
         // (the slot's last reader, chunk c - 2's, is done: its readers passed chunk c - 1's
