@@ -115,7 +115,9 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
     direction with norm 1.2 and the gates near 1 (g = logsigmoid(N(0,1) + 4)), so that most of
     the chunks' 16 x 16 diagonal blocks of beta K K^T (decayed) have an entry above 1 in size:
     the inputs that take the kernel's fallback substitution of those blocks (timing only; the
-    recurrence stays bounded, 1 - beta |k|^2 > -0.44)."""
+    recurrence stays bounded, 1 - beta |k|^2 > -0.44). keys "raw": q and k as drawn, not
+    normalised, and both sides L2-normalise them in the kernel (ours qk_l2norm, the peer's
+    use_qk_l2norm_in_kernel): Qwen3-Next's calls."""
     dev = "cuda"
     N, T_total = len(lengths), sum(lengths)
     B, T = (1, T_total) if packed else (N, lengths[0])
@@ -126,6 +128,8 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
         u = u / u.norm(dim=-1, keepdim=True)
         noise = 0.03 * torch.randn(B, T, Hk, K, device=dev, generator=gen)
         x["k"] = (1.2 * F.normalize(u + noise, dim=-1)).bfloat16()
+    elif keys == "raw":
+        x["k"] = torch.randn(B, T, Hk, K, device=dev, generator=gen).bfloat16()
     else:
         x["k"] = F.normalize(torch.randn(B, T, Hk, K, device=dev, generator=gen), dim=-1).bfloat16()
     x["v"] = torch.randn(B, T, Hv, V, device=dev, generator=gen).bfloat16()
@@ -145,7 +149,7 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
     return x
 
 
-def ours_args(lib, x, packed, checkpoint_every=0):
+def ours_args(lib, x, packed, checkpoint_every=0, l2norm=False):
     """The call's arguments; with checkpoint_every > 0 also state checkpoints every
     checkpoint_every x 64 tokens into x["ckpt_pool"] at x["ckpt_idx"] (checkpoint_inputs)."""
     a = gdn.ForwardArgs()
@@ -160,6 +164,7 @@ def ours_args(lib, x, packed, checkpoint_every=0):
         a.state_snapshots, a.snapshot_indices = gdn.tensor(x["ckpt_pool"]), gdn.tensor(flat(x["ckpt_idx"]))
         a.chunk_checkpoint_every = checkpoint_every
     a.state_layout = gdn.STATE_VK
+    a.qk_l2norm = 1 if l2norm else 0
     a.backend, a.path = gdn.BACKEND_CUDA, gdn.PATH_CHUNKED
     return lib.prepare(a)
 
@@ -185,17 +190,19 @@ def checkpoint_inputs(x, lengths, packed, every):
     return last
 
 
-def peer_call(fla_fn, x, packed):
+def peer_call(fla_fn, x, packed, l2norm=False):
     kw = dict(scale=K ** -0.5, initial_state=x["h0"], output_final_state=True, state_v_first=True)
+    if l2norm:
+        kw["use_qk_l2norm_in_kernel"] = True
     if packed:
         kw.update(cu_seqlens=x["cu64"], cu_seqlens_cpu=x["cu_cpu"])
     return lambda: fla_fn(x["q"], x["k"], x["v"], x["g"], x["beta"], **kw)
 
 
 # ---- accuracy on sampled heads ----------------------------------------------------------------
-def sampled_errors(x, lengths, Hk, Hv, packed, o, ht):
+def sampled_errors(x, lengths, Hk, Hv, packed, o, ht, l2norm=False):
     """rel L2 of o and the final state against oracle_f64 on value heads {0, Hv - 1} of the
-    longest sequence."""
+    longest sequence (with l2norm, on q and k L2-normalised in f64 first, eps 1e-6 as SPEC.md)."""
     n = max(range(len(lengths)), key=lambda i: lengths[i])
     t0 = sum(lengths[:n]) if packed else 0
     T = lengths[n]
@@ -204,6 +211,9 @@ def sampled_errors(x, lengths, Hk, Hv, packed, o, ht):
     r = Hv // Hk
     sel = lambda t, idx: torch.stack([t[b, t0:t0 + T, i] for i in idx]).double()  # noqa: E731
     q, k = sel(x["q"], [h // r for h in heads]), sel(x["k"], [h // r for h in heads])
+    if l2norm:
+        q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+        k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
     v, g, beta = sel(x["v"], heads), sel(x["g"], heads), sel(x["beta"], heads)
     h0 = torch.stack([x["h0"][n, h] for h in heads]).double()
     o_ref, s_ref = oracle_f64(q, k, v, g, beta, h0, K ** -0.5)
@@ -253,7 +263,7 @@ def main():
     ap.add_argument("--checkpoints", type=int, default=0, help="also time ours with state checkpoints every N x 64 "
                     "tokens into a pool (ckpt_ms; ckpt_err_state: the last checkpoint of a sequence that ends on "
                     "one against the final state)")
-    ap.add_argument("--keys", default=os.environ.get("GDN_BENCH_KEYS", "spec"), choices=["spec", "large"],
+    ap.add_argument("--keys", default=os.environ.get("GDN_BENCH_KEYS", "spec"), choices=["spec", "large", "raw"],
                     help="spec: SPEC.md's inputs; large: keys of norm 1.2 near one direction and gates near 1, "
                     "so the diagonal blocks take the fallback substitution (default $GDN_BENCH_KEYS or spec)")
     ap.add_argument("--self-test", action="store_true")
@@ -288,7 +298,9 @@ def main():
         "cases": [],
     }
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"{date}-h200-prefill.json")
+    suffix = "" if args.keys == "spec" else f"-{args.keys}-keys"  # (the main table's file stays SPEC.md's inputs)
+    path = os.path.join(args.out, f"{date}-h200-prefill{suffix}.json")
+    l2norm = args.keys == "raw"
     wanted = set(filter(None, args.cases.split(",")))
     gen = torch.Generator(device="cuda").manual_seed(1234)
     for name, lengths, Hk, Hv, packed in CASES:
@@ -302,11 +314,11 @@ def main():
             row["keys"] = args.keys
         try:
             x = make_inputs(lengths, Hk, Hv, packed, gen, args.keys)
-            a = ours_args(lib, x, packed)
+            a = ours_args(lib, x, packed, l2norm=l2norm)
             ours = lambda: lib.forward(a)  # noqa: E731
             ours()
             torch.cuda.synchronize()
-            row["rel_err_o"], row["rel_err_state"] = sampled_errors(x, lengths, Hk, Hv, packed, x["o"], x["ht"])
+            row["rel_err_o"], row["rel_err_state"] = sampled_errors(x, lengths, Hk, Hv, packed, x["o"], x["ht"], l2norm)
             row["ours_ms"] = triton.testing.do_bench(ours, warmup=10, rep=args.rep, return_mode="median")
             row["tokens_per_s"] = sum(lengths) / (row["ours_ms"] * 1e-3)
             for form in filter(None, args.forms.split(",")):
@@ -317,12 +329,12 @@ def main():
                 if windows:
                     os.environ["GDN_CHUNKED_WINDOWS"] = windows
                 try:
-                    af = ours_args(lib, x, packed)
+                    af = ours_args(lib, x, packed, l2norm=l2norm)
                     x["o"].fill_(float("nan"))
                     lib.forward(af)
                     torch.cuda.synchronize()
                     row[f"rel_err_o_{form}"], row[f"rel_err_state_{form}"] = sampled_errors(
-                        x, lengths, Hk, Hv, packed, x["o"], x["ht"])
+                        x, lengths, Hk, Hv, packed, x["o"], x["ht"], l2norm)
                     row[f"{form}_ms"] = triton.testing.do_bench(lambda: lib.forward(af), warmup=10, rep=args.rep,
                                                                 return_mode="median")
                 finally:
@@ -331,7 +343,7 @@ def main():
                     os.environ.pop("GDN_CHUNKED_WINDOWS", None)
             if args.checkpoints > 0:
                 last = checkpoint_inputs(x, lengths, packed, args.checkpoints)
-                ac = ours_args(lib, x, packed, args.checkpoints)
+                ac = ours_args(lib, x, packed, args.checkpoints, l2norm)
                 x["ckpt_pool"].fill_(float("nan"))
                 lib.forward(ac)
                 torch.cuda.synchronize()
@@ -343,11 +355,11 @@ def main():
                                                          return_mode="median")
             row["peer_ms"] = None
             if fla_fn is not None:
-                peer = peer_call(fla_fn, x, packed)
+                peer = peer_call(fla_fn, x, packed, l2norm)
                 o_p, ht_p = peer()
                 torch.cuda.synchronize()
                 row["peer_rel_err_o"], row["peer_rel_err_state"] = sampled_errors(
-                    x, lengths, Hk, Hv, packed, o_p, ht_p)
+                    x, lengths, Hk, Hv, packed, o_p, ht_p, l2norm)
                 row["rel_diff_to_peer_o"] = rel(x["o"], o_p)
                 row["peer_ms"] = triton.testing.do_bench(peer, warmup=10, rep=args.rep, return_mode="median")
                 row["ratio"] = row["ours_ms"] / row["peer_ms"]
