@@ -265,7 +265,8 @@ def main():
                     "one against the final state)")
     ap.add_argument("--keys", default=os.environ.get("GDN_BENCH_KEYS", "spec"), choices=["spec", "large", "raw"],
                     help="spec: SPEC.md's inputs; large: keys of norm 1.2 near one direction and gates near 1, "
-                    "so the diagonal blocks take the fallback substitution (default $GDN_BENCH_KEYS or spec)")
+                    "so the diagonal blocks take the fallback substitution; raw: q and k not normalised, both sides "
+                    "normalising them in the kernel (results file -raw-keys) (default $GDN_BENCH_KEYS or spec)")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
