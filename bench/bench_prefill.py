@@ -132,6 +132,7 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
         x["k"] = torch.randn(B, T, Hk, K, device=dev, generator=gen).bfloat16()
     else:
         x["k"] = F.normalize(torch.randn(B, T, Hk, K, device=dev, generator=gen), dim=-1).bfloat16()
+    x["l2norm"] = keys == "raw"  # (both sides normalise q and k in the kernel)
     x["v"] = torch.randn(B, T, Hv, V, device=dev, generator=gen).bfloat16()
     shift = 4.0 if keys == "large" else 0.0
     x["g"] = F.logsigmoid(torch.randn(B, T, Hv, device=dev, generator=gen) + shift)
@@ -149,7 +150,7 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
     return x
 
 
-def ours_args(lib, x, packed, checkpoint_every=0, l2norm=False):
+def ours_args(lib, x, packed, checkpoint_every=0):
     """The call's arguments; with checkpoint_every > 0 also state checkpoints every
     checkpoint_every x 64 tokens into x["ckpt_pool"] at x["ckpt_idx"] (checkpoint_inputs)."""
     a = gdn.ForwardArgs()
@@ -164,7 +165,7 @@ def ours_args(lib, x, packed, checkpoint_every=0, l2norm=False):
         a.state_snapshots, a.snapshot_indices = gdn.tensor(x["ckpt_pool"]), gdn.tensor(flat(x["ckpt_idx"]))
         a.chunk_checkpoint_every = checkpoint_every
     a.state_layout = gdn.STATE_VK
-    a.qk_l2norm = 1 if l2norm else 0
+    a.qk_l2norm = 1 if x["l2norm"] else 0
     a.backend, a.path = gdn.BACKEND_CUDA, gdn.PATH_CHUNKED
     return lib.prepare(a)
 
@@ -190,9 +191,9 @@ def checkpoint_inputs(x, lengths, packed, every):
     return last
 
 
-def peer_call(fla_fn, x, packed, l2norm=False):
+def peer_call(fla_fn, x, packed):
     kw = dict(scale=K ** -0.5, initial_state=x["h0"], output_final_state=True, state_v_first=True)
-    if l2norm:
+    if x["l2norm"]:
         kw["use_qk_l2norm_in_kernel"] = True
     if packed:
         kw.update(cu_seqlens=x["cu64"], cu_seqlens_cpu=x["cu_cpu"])
@@ -200,9 +201,9 @@ def peer_call(fla_fn, x, packed, l2norm=False):
 
 
 # ---- accuracy on sampled heads ----------------------------------------------------------------
-def sampled_errors(x, lengths, Hk, Hv, packed, o, ht, l2norm=False):
+def sampled_errors(x, lengths, Hk, Hv, packed, o, ht):
     """rel L2 of o and the final state against oracle_f64 on value heads {0, Hv - 1} of the
-    longest sequence (with l2norm, on q and k L2-normalised in f64 first, eps 1e-6 as SPEC.md)."""
+    longest sequence (with x["l2norm"], on q and k L2-normalised in f64 first, eps 1e-6 as SPEC.md)."""
     n = max(range(len(lengths)), key=lambda i: lengths[i])
     t0 = sum(lengths[:n]) if packed else 0
     T = lengths[n]
@@ -211,7 +212,7 @@ def sampled_errors(x, lengths, Hk, Hv, packed, o, ht, l2norm=False):
     r = Hv // Hk
     sel = lambda t, idx: torch.stack([t[b, t0:t0 + T, i] for i in idx]).double()  # noqa: E731
     q, k = sel(x["q"], [h // r for h in heads]), sel(x["k"], [h // r for h in heads])
-    if l2norm:
+    if x["l2norm"]:
         q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
         k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
     v, g, beta = sel(x["v"], heads), sel(x["g"], heads), sel(x["beta"], heads)
@@ -301,7 +302,6 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     suffix = "" if args.keys == "spec" else f"-{args.keys}-keys"  # (the main table's file stays SPEC.md's inputs)
     path = os.path.join(args.out, f"{date}-h200-prefill{suffix}.json")
-    l2norm = args.keys == "raw"
     wanted = set(filter(None, args.cases.split(",")))
     gen = torch.Generator(device="cuda").manual_seed(1234)
     for name, lengths, Hk, Hv, packed in CASES:
@@ -315,11 +315,11 @@ def main():
             row["keys"] = args.keys
         try:
             x = make_inputs(lengths, Hk, Hv, packed, gen, args.keys)
-            a = ours_args(lib, x, packed, l2norm=l2norm)
+            a = ours_args(lib, x, packed)
             ours = lambda: lib.forward(a)  # noqa: E731
             ours()
             torch.cuda.synchronize()
-            row["rel_err_o"], row["rel_err_state"] = sampled_errors(x, lengths, Hk, Hv, packed, x["o"], x["ht"], l2norm)
+            row["rel_err_o"], row["rel_err_state"] = sampled_errors(x, lengths, Hk, Hv, packed, x["o"], x["ht"])
             row["ours_ms"] = triton.testing.do_bench(ours, warmup=10, rep=args.rep, return_mode="median")
             row["tokens_per_s"] = sum(lengths) / (row["ours_ms"] * 1e-3)
             for form in filter(None, args.forms.split(",")):
@@ -330,12 +330,12 @@ def main():
                 if windows:
                     os.environ["GDN_CHUNKED_WINDOWS"] = windows
                 try:
-                    af = ours_args(lib, x, packed, l2norm=l2norm)
+                    af = ours_args(lib, x, packed)
                     x["o"].fill_(float("nan"))
                     lib.forward(af)
                     torch.cuda.synchronize()
                     row[f"rel_err_o_{form}"], row[f"rel_err_state_{form}"] = sampled_errors(
-                        x, lengths, Hk, Hv, packed, x["o"], x["ht"], l2norm)
+                        x, lengths, Hk, Hv, packed, x["o"], x["ht"])
                     row[f"{form}_ms"] = triton.testing.do_bench(lambda: lib.forward(af), warmup=10, rep=args.rep,
                                                                 return_mode="median")
                 finally:
@@ -344,7 +344,7 @@ def main():
                     os.environ.pop("GDN_CHUNKED_WINDOWS", None)
             if args.checkpoints > 0:
                 last = checkpoint_inputs(x, lengths, packed, args.checkpoints)
-                ac = ours_args(lib, x, packed, args.checkpoints, l2norm)
+                ac = ours_args(lib, x, packed, args.checkpoints)
                 x["ckpt_pool"].fill_(float("nan"))
                 lib.forward(ac)
                 torch.cuda.synchronize()
@@ -356,11 +356,11 @@ def main():
                                                          return_mode="median")
             row["peer_ms"] = None
             if fla_fn is not None:
-                peer = peer_call(fla_fn, x, packed, l2norm)
+                peer = peer_call(fla_fn, x, packed)
                 o_p, ht_p = peer()
                 torch.cuda.synchronize()
                 row["peer_rel_err_o"], row["peer_rel_err_state"] = sampled_errors(
-                    x, lengths, Hk, Hv, packed, o_p, ht_p, l2norm)
+                    x, lengths, Hk, Hv, packed, o_p, ht_p)
                 row["rel_diff_to_peer_o"] = rel(x["o"], o_p)
                 row["peer_ms"] = triton.testing.do_bench(peer, warmup=10, rep=args.rep, return_mode="median")
                 row["ratio"] = row["ours_ms"] / row["peer_ms"]
