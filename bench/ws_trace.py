@@ -3,7 +3,7 @@
 waits for whom, from a lab build's clock64 marks (cmake -DGDN_WS_TRACE=ON: chunked_fused_ws.cuh
 records, for the first 4 CTAs and 64 chunks, lane 0 of every warp at 8 points a chunk).
 
-    python3 bench/ws_trace.py --lib build-trace/lib/libgdn.so [--case prefill-4x8192] [--json F]
+    python3 bench/ws_trace.py --lib build-trace/lib/libgdn.so [--case prefill-4x8192] [--keys raw] [--json F]
 
 Runs the case on the fused form a few times, reads the last launch's marks
 (gdn_debug_ws_trace) and prints, as medians over CTAs and chunks 4..62 in cycles of the SM
@@ -96,6 +96,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True, help="a libgdn.so built with -DGDN_WS_TRACE=ON")
     ap.add_argument("--case", default="prefill-4x8192")
+    ap.add_argument("--keys", default="spec", choices=["spec", "large", "raw"],
+                    help="bench_prefill.py's inputs: raw has both q and k L2-normalised in the kernel (qk_l2norm)")
     ap.add_argument("--ghz", type=float, default=1.98, help="the SM clock, for the us columns")
     ap.add_argument("--json", default="")
     ap.add_argument("--raw", default="", help="also the marks themselves, [4, 64, 16, 8] clock64, as .npy")
@@ -106,7 +108,7 @@ def main():
     read.argtypes, read.restype = [ctypes.c_void_p, ctypes.c_size_t], ctypes.c_longlong
     name, lengths, Hk, Hv, packed = next(c for c in bp.CASES if c[0] == args.case)
     gen = torch.Generator(device="cuda").manual_seed(0)
-    x = bp.make_inputs(lengths, Hk, Hv, packed, gen)
+    x = bp.make_inputs(lengths, Hk, Hv, packed, gen, args.keys)
     a = bp.ours_args(lib, x, packed)
     for _ in range(3):
         lib.forward(a)
@@ -121,6 +123,7 @@ def main():
         np.save(args.raw, t)
     out = summarize(t, args.ghz)
     out["case"] = args.case
+    out["keys"] = args.keys
     if args.json:
         json.dump(out, open(args.json, "w"), indent=1)
 

@@ -57,7 +57,8 @@
 #                cmake -S . -B build-trace -DGDN_WS_TRACE=ON -DGDN_BUILD_TESTS=OFF -DGDN_BUILD_TOOL=OFF
 #                cmake --build build-trace --target gdn
 #                bash scripts/device_pass.sh --add-lib trace build-trace/lib/libgdn.so
-#              (seconds);
+#              (seconds); TRACE_KEYS="spec raw": each lib on bench_prefill.py's --keys of each
+#              (raw: q and k normalised in the kernel);
 #   profile    (not in the default list) Nsight Compute on one launch of NCU_KERNEL (default the
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
@@ -323,12 +324,14 @@ fi
 
 if has trace; then
   for TL in $(builds "${TRACE_LIB:-trace}"); do
-    tn=$(basename "$TL")
-    LD_LIBRARY_PATH=$PWD/$TL:/usr/local/cuda/lib64 timeout 120 python3 bench/ws_trace.py --lib "$PWD/$TL/libgdn.so" \
-      --case "${TRACE_CASE:-prefill-4x8192}" --json "$FINAL/ws-trace-$tn.json" --raw "$FINAL/ws-trace-$tn.npy" \
-      > "$WORK/trace-$tn.log" 2>&1
-    note "== trace $tn: rc=$? ($(elapsed))"
-    cat "$WORK/trace-$tn.log" >> "$SUMMARY"
+    for keys in ${TRACE_KEYS:-spec}; do
+      tn=$(basename "$TL")$([ "$keys" = spec ] || echo "-$keys")
+      LD_LIBRARY_PATH=$PWD/$TL:/usr/local/cuda/lib64 timeout 120 python3 bench/ws_trace.py --lib "$PWD/$TL/libgdn.so" \
+        --case "${TRACE_CASE:-prefill-4x8192}" --keys "$keys" --json "$FINAL/ws-trace-$tn.json" \
+        --raw "$FINAL/ws-trace-$tn.npy" > "$WORK/trace-$tn.log" 2>&1
+      note "== trace $tn: rc=$? ($(elapsed))"
+      cat "$WORK/trace-$tn.log" >> "$SUMMARY"
+    done
   done
 fi
 
