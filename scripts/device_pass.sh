@@ -175,7 +175,8 @@ if has chunked; then
       > "$WORK/chunked/tests-$name.log" 2>&1
     rc=$?
     note "== chunked tests ($name): rc=$rc $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests-$name.log" | tr '\n' ' ') ($(elapsed))"
-    [ $rc -eq 0 ] || { failed="$failed$name "; grep -E '^\[ RUN' "$WORK/chunked/tests-$name.log" | tail -n 1 | tee -a "$SUMMARY"; }
+    [ $rc -eq 0 ] || { failed="$failed$name "; grep -E '^\[ RUN' "$WORK/chunked/tests-$name.log" | tail -n 1 | tee -a "$SUMMARY"
+                       cp "$WORK/chunked/tests-$name.log" "$FINAL/"; }  # (the failures' figures)
     grep -E '^\[  FAILED  \]' "$WORK/chunked/tests-$name.log" | sort -u | head -20 | tee -a "$SUMMARY"
     grep -E '^2\^20 tokens' "$WORK/chunked/tests-$name.log" | tee -a "$SUMMARY"
   done
