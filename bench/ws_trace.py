@@ -36,9 +36,9 @@ CTAS, CHUNKS, WARPS, EVENTS = 4, 64, 16, 8  # chunked_fused_ws.cuh's kTrace* and
 MARKS = {
     "chain": ["start", "T, Xw ready", "P ready", "copies issued", "-W, U (warp)", "-W, U (all)",
               "outputs, update (warp)", "outputs, update (all)"],
-    "inverse": ["start", "Kc landed", "norms ready", "m epilogue", "diagonal block (warp)",
+    "inverse": ["start", "Kc landed", "gates (key norms)", "m epilogue", "diagonal block (warp)",
                 "diagonal blocks (all)", "merges", "T, Xw"],
-    "outputs": ["start", "q, Kc", "gates, key norms", "q landed", "Qc Kc^T", "P formed, range", "P stored (all)",
+    "outputs": ["start", "q, Kc", "gates", "q landed", "Qc Kc^T", "P formed, range", "P stored (all)",
                 "handed over"],
 }
 ROLE_WARPS = {"chain": range(0, 8), "inverse": range(8, 12), "outputs": range(12, 16)}

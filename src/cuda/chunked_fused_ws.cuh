@@ -3,11 +3,11 @@
 // warps per (sequence, value head), in three roles that work on up to three chunks at once.
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
 //     chunked_fused.cuh): chunk c's -W and U, the outputs, the state update, o;
-//   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T with its epilogue (m),
-//     X = (I + m)^-1 (the 16 x 16 diagonal blocks by invert_diagonal_blocks_doubling, then the
+//   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T (with qk_l2norm the key
+//     norms from its diagonal) and its epilogue (m), X = (I + m)^-1 (the 16 x 16 diagonal blocks by invert_diagonal_blocks_doubling, then the
 //     merges, both as f16 products on mma.sync), then T and Xw from X (gate_inverse);
-//   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates and row norms (which the
-//     inverse role waits for), then Qc Kc^T with its epilogue (P into a slot, in f16).
+//   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates (which the inverse role
+//     waits for) and query norms, then Qc Kc^T with its epilogue (P into a slot, in f16).
 //   Chunk c's preparation waits only for its Kc (issued early in the chain's chunk c - 2), and
 //   only its P for its q (issued at that chunk's end), so both may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 176 a thread for the chain (the
@@ -33,7 +33,8 @@
 //
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
-//   kBarNormsReady+b outputs -> inverse    chunk c's gates and key norms (b = c & 1)
+//   kBarGatesReady+b outputs -> inverse    chunk c's gates (b = c & 1)
+//   kBarKeyNorms+b   inverse -> outputs    chunk c's key norms (qk_l2norm)
 //   kBarXReady+b     inverse -> chain      chunk c's T and Xw
 //   kBarPrepared+b   outputs -> chain      chunk c's P slot, gates and norms
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
@@ -51,7 +52,9 @@
 // chunks at a time (twentieth session) 0.810 -> 0.785 on 4 x 8192; the in-place inverse, the
 // balanced epilogues, P after the merges and the gates read in place (twenty-first) 0.786 ->
 // 0.776; the f16 products and merges (twenty-second) 0.774 -> 0.667, o's own staging tile 0.666
-// -> 0.658. Nsight Compute (twenty-second session): the chain waits about 0.38 us a step for the
+// -> 0.658; with qk_l2norm, the key norms from the inverse role's gram (forty-fourth) 0.598 ->
+// 0.571 (the outputs role had formed them from the tile, about 1,150 cycles a chunk that the
+// inverse role waited for). Nsight Compute (twenty-second session): the chain waits about 0.38 us a step for the
 // preparation, and the preparation at times for its own slowest warp; the step (5.15 us) is
 // about both roles' work, each slower beside the other than alone.
 #pragma once
@@ -186,7 +189,8 @@ enum : int {
   kBarOutputs = 3,     // the outputs role's warps
   kBarPrepared = 4,    // and 5: outputs role -> chain, chunk c's P, gates and norms (c & 1)
   kBarXReady = 8,      // and 9: inverse role -> chain, chunk c's T and Xw (c & 1)
-  kBarNormsReady = 10  // and 11: outputs role -> inverse role, chunk c's gates and key norms (c & 1)
+  kBarGatesReady = 10,  // and 11: outputs role -> inverse role, chunk c's gates (c & 1)
+  kBarKeyNorms = 12     // and 13: inverse role -> outputs role, chunk c's key norms (qk_l2norm; c & 1)
 };
 // A hand-off between the chain and one preparing warpgroup (threads: every thread that arrives
 // or waits on the id).
@@ -245,6 +249,31 @@ __device__ __forceinline__ void row_norms_warpgroup(const uint16_t* tile, float*
   }
 }
 
+// r_t = 1 / sqrt(||k_t||^2 + 1e-6) of the warp's rows [16 w, +16) from the diagonal of Kc Kc^T
+// in gram_issue_64's accumulators (qk_l2norm; after its wgmma_wait): row 16 w + g + 8 hr's
+// ||k||^2 is column 32 (w >> 1) + 16 (w & 1) + g + 8 hr, in kk[w >> 1][2 (w & 1) + hr][2 hr +
+// (g & 1)] of the lane with q = g >> 1 (row_norms_warpgroup's products, summed by the tensor
+// pipe). The values pass an empty asm first, so that no read of them moves above the wait.
+template <int kW>
+__device__ __forceinline__ void key_norms_from_gram_of(float (&kk)[2][4][4], float* r, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float& x0 = kk[kW >> 1][2 * (kW & 1) + hr][2 * hr];
+    float& x1 = kk[kW >> 1][2 * (kW & 1) + hr][2 * hr + 1];
+    asm volatile("" : "+f"(x0), "+f"(x1));
+    if (q == (g >> 1)) r[16 * kW + g + 8 * hr] = rsqrtf((g & 1 ? x1 : x0) + 1e-6f);
+  }
+}
+__device__ __forceinline__ void key_norms_from_gram(float (&kk)[2][4][4], float* r, int w, int lane) {
+  switch (w) {  // (warp-uniform: the accumulators' indices fixed at compile time)
+    case 0: key_norms_from_gram_of<0>(kk, r, lane); break;
+    case 1: key_norms_from_gram_of<1>(kk, r, lane); break;
+    case 2: key_norms_from_gram_of<2>(kk, r, lane); break;
+    default: key_norms_from_gram_of<3>(kk, r, lane); break;
+  }
+}
+
 // Rows [rows, C) of a [C, 128] Swizzle128At tile zeroed by threads 0..kBy-1: a row is 128
 // contiguous bytes in each column half, so the rows past `rows` are one range a half (a rolled
 // loop: it runs once a packed sequence, and the kernel's code is kept small).
@@ -265,7 +294,11 @@ __device__ __forceinline__ void zero_rows_from(uint16_t* tile, int rows, int tid
 #endif
 
 // kCheckpoints: the instance for calls with state checkpoints, as chunked_prefill_kernel's.
-template <class M, bool kCheckpoints>
+// kL2Norm: p.l2norm (the launcher's choice), taken at compile time by the inverse role's key-norm
+// block alone: tested at run time there, its skipped code cost SPEC's cases (no norms) 0.5 to 1%;
+// with the flag at compile time in every role, ptxas serialised the wgmma of five of the eight
+// instances (docs/NOTES.md, forty-fourth session). The other roles test p.l2norm.
+template <class M, bool kCheckpoints, bool kL2Norm>
 __global__ void __launch_bounds__(kWsThreads, 1)
     chunked_prefill_ws_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
@@ -344,11 +377,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // ---- the preparation (warps 8..15), two warpgroups a chunk or two ahead of the chain:
     //   inverse (warps 8..11)   Kc Kc^T, its epilogue m, X = (I + m)^-1 over m in place, T and
     //                           Xw from X into buffer c & 1
-    //   outputs (warps 12..15)  the gates (every kGateGroup chunks), the row norms, Qc Kc^T and
-    //                           its epilogue P (f16, range-checked); a packed sequence's
-    //                           partial last chunk's q and Kc rows past it zeroed first
-    // The inverse role waits for the outputs role's gates and key norms of the chunk (m needs
-    // beta and rk); the chain waits for both roles' chunk.
+    //   outputs (warps 12..15)  the gates (every kGateGroup chunks), the query norms, Qc Kc^T
+    //                           and its epilogue P (f16, range-checked); a packed sequence's
+    //                           partial last chunk's q and Kc rows past it zeroed first (and
+    //                           its key norms formed from the tile)
+    // The inverse role waits for the outputs role's gates of the chunk (m needs beta), the outputs
+    // role for the inverse role's key norms (qk_l2norm: P needs rk); the chain waits for both
+    // roles' chunk.
     const int w = (warp - kWarps) & 3, ptid = (tid - kWsChainThreads) & (kWsPrepThreads - 1);
     if (warp < kWarps + 4) {
       registers_down<kWsInverseRegs>();
@@ -361,20 +396,27 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         // role before its signal, which this role then waits for first)
         mbarrier_wait(&s.k_full[buf], parity(c));
         const bool tail = packed_tail(c);
-        if (tail) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
+        if (tail) ws::wait(ws::kBarGatesReady + buf, 2 * kWsPrepThreads);
         GDN_WS_MARK(c, 1);  // Kc landed
         // Kc Kc^T into m (chunk c - 1's X there was read by this role's gate_inverse), then X
         // over m in place, then T and Xw into buffer buf (chunk c - 2's there were read by the
         // chain's -W and U before chunk c's Kc was issued).
         float kk[2][4][4];  // token columns [0, 32) and [32, 64)
         ws::gram_issue_64<M>(k_tile, k_tile, kk);
-        if (!tail) ws::wait(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);  // beta and rk of chunk c
-        GDN_WS_MARK(c, 2);  // the outputs role's gates and key norms
+        if (!tail) ws::wait(ws::kBarGatesReady + buf, 2 * kWsPrepThreads);  // beta of chunk c
         const float* G = s.G_s[c % kGateSlots];
         const float* beta = s.beta_s[c % kGateSlots];
         const float* rq = s.rq_s[c % kNormSlots];
         const float* rk = s.rk_s[c % kNormSlots];
         wgmma_wait<0>();
+        if constexpr (kL2Norm) {
+          // the key norms from the gram's diagonal into their slot (a packed tail's by the outputs
+          // role), for this role's m and T, Xw, the outputs role's P and the chain
+          if (!tail) ws::key_norms_from_gram(kk, s.rk_s[c % kNormSlots], w, lane);
+          ws::arrive(ws::kBarKeyNorms + buf, 2 * kWsPrepThreads);
+          inverse_sync();
+        }
+        GDN_WS_MARK(c, 2);  // the outputs role's gates (and the key norms)
         // m's blocks: rows [16 w, +16) of columns [0, 32), and of [32, 64) for w >= 2
         store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq,
                                                    rk, p.scale);
@@ -436,19 +478,23 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         chunk_gates(p, s.G_s[cw % kGateSlots], s.beta_s[cw % kGateSlots], hg, raw, live_rows(cw), lane);
         if (cw + kGateGroup < chunks) raw = load_raw_gates(p, n, sq, h, cw + kGateGroup, lane);
       }
-      if (p.l2norm) ws::row_norms_warpgroup<M>(k_tile, rk, w, lane);
-      outputs_sync();  // the slot's gates and key norms
+      // the key norms: the inverse role's, from its gram's diagonal; a packed tail's here
+      if (p.l2norm && packed_tail(c)) ws::row_norms_warpgroup<M>(k_tile, rk, w, lane);
+      outputs_sync();  // the slot's gates (and a tail's key norms)
       // -> the inverse role (its next arrival on this id, chunk c + 2's, needs chunk c + 2's Kc:
       // after the chain's chunk c, which waits for the inverse role's chunk c, which waits here)
-      GDN_WS_MARK(c, 2);  // gates and key norms handed to the inverse role
-      ws::arrive(ws::kBarNormsReady + buf, 2 * kWsPrepThreads);
+      GDN_WS_MARK(c, 2);  // gates handed to the inverse role
+      ws::arrive(ws::kBarGatesReady + buf, 2 * kWsPrepThreads);
       // Qc Kc^T into P slot buf once chunk c's q has landed (its reader, chunk c - 2's outputs,
       // is done when chunk c's q is issued)
       mbarrier_wait(&s.q_full[buf], parity(c));
       GDN_WS_MARK(c, 3);  // q landed
       if (p.l2norm) {  // (before the products: beside their accumulators the role spilled)
         ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
-        outputs_sync();  // the query norms
+        // the query norms of the role's warps, and the inverse role's key norms (its chunk c + 2's
+        // arrival on this id needs chunk c + 2's Kc, issued after the chain's chunk c, which
+        // waits for this role's P of chunk c)
+        ws::wait(ws::kBarKeyNorms + buf, 2 * kWsPrepThreads);
       }
       float qk[2][4][4];  // token columns [0, 32) and [32, 64)
       ws::gram_issue_64<M>(q_tile, k_tile, qk);
