@@ -117,7 +117,8 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
     the inputs that take the kernel's fallback substitution of those blocks (timing only; the
     recurrence stays bounded, 1 - beta |k|^2 > -0.44). keys "raw": q and k as drawn, not
     normalised, and both sides L2-normalise them in the kernel (ours qk_l2norm, the peer's
-    use_qk_l2norm_in_kernel): Qwen3-Next's calls."""
+    use_qk_l2norm_in_kernel): Qwen3-Next's calls. keys "normed": SPEC.md's keys, and both sides
+    L2-normalise q and k in the kernel as with "raw" (the same code path on normalised keys)."""
     dev = "cuda"
     N, T_total = len(lengths), sum(lengths)
     B, T = (1, T_total) if packed else (N, lengths[0])
@@ -132,7 +133,7 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
         x["k"] = torch.randn(B, T, Hk, K, device=dev, generator=gen).bfloat16()
     else:
         x["k"] = F.normalize(torch.randn(B, T, Hk, K, device=dev, generator=gen), dim=-1).bfloat16()
-    x["l2norm"] = keys == "raw"  # (both sides normalise q and k in the kernel)
+    x["l2norm"] = keys in ("raw", "normed")  # (both sides normalise q and k in the kernel)
     x["v"] = torch.randn(B, T, Hv, V, device=dev, generator=gen).bfloat16()
     shift = 4.0 if keys == "large" else 0.0
     x["g"] = F.logsigmoid(torch.randn(B, T, Hv, device=dev, generator=gen) + shift)
@@ -264,10 +265,11 @@ def main():
     ap.add_argument("--checkpoints", type=int, default=0, help="also time ours with state checkpoints every N x 64 "
                     "tokens into a pool (ckpt_ms; ckpt_err_state: the last checkpoint of a sequence that ends on "
                     "one against the final state)")
-    ap.add_argument("--keys", default=os.environ.get("GDN_BENCH_KEYS", "spec"), choices=["spec", "large", "raw"],
+    ap.add_argument("--keys", default=os.environ.get("GDN_BENCH_KEYS", "spec"), choices=["spec", "large", "raw", "normed"],
                     help="spec: SPEC.md's inputs; large: keys of norm 1.2 near one direction and gates near 1, "
                     "so the diagonal blocks take the fallback substitution; raw: q and k not normalised, both sides "
-                    "normalising them in the kernel (results file -raw-keys) (default $GDN_BENCH_KEYS or spec)")
+                    "normalising them in the kernel (results file -raw-keys); normed: SPEC.md's keys, normalised "
+                    "in the kernel again as with raw (default $GDN_BENCH_KEYS or spec)")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
