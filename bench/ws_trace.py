@@ -97,7 +97,7 @@ def main():
     ap.add_argument("--lib", required=True, help="a libgdn.so built with -DGDN_WS_TRACE=ON")
     ap.add_argument("--case", default="prefill-4x8192")
     ap.add_argument("--keys", default="spec", choices=["spec", "large", "raw", "normed"],
-                    help="bench_prefill.py's inputs: raw has both q and k L2-normalised in the kernel (qk_l2norm)")
+                    help="bench_prefill.py's inputs: raw and normed have q and k L2-normalised in the kernel (qk_l2norm)")
     ap.add_argument("--ghz", type=float, default=1.98, help="the SM clock, for the us columns")
     ap.add_argument("--json", default="")
     ap.add_argument("--raw", default="", help="also the marks themselves, [4, 64, 16, 8] clock64, as .npy")

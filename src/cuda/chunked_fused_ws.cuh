@@ -4,8 +4,9 @@
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
 //     chunked_fused.cuh): chunk c's -W and U, the outputs, the state update, o;
 //   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T (with qk_l2norm the key
-//     norms from its diagonal) and its epilogue (m), X = (I + m)^-1 (the 16 x 16 diagonal blocks by invert_diagonal_blocks_doubling, then the
-//     merges, both as f16 products on mma.sync), then T and Xw from X (gate_inverse);
+//     norms from its diagonal) and its epilogue (m), X = (I + m)^-1 (the 16 x 16 diagonal blocks
+//     by invert_diagonal_blocks_doubling, then the merges, both as f16 products on mma.sync), then
+//     T and Xw from X (gate_inverse);
 //   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates (which the inverse role
 //     waits for) and query norms, then Qc Kc^T with its epilogue (P into a slot, in f16).
 //   Chunk c's preparation waits only for its Kc (issued early in the chain's chunk c - 2), and
@@ -54,9 +55,9 @@
 // 0.776; the f16 products and merges (twenty-second) 0.774 -> 0.667, o's own staging tile 0.666
 // -> 0.658; with qk_l2norm, the key norms from the inverse role's gram (forty-fourth) 0.598 ->
 // 0.571 (the outputs role had formed them from the tile, about 1,150 cycles a chunk that the
-// inverse role waited for). Nsight Compute (twenty-second session): the chain waits about 0.38 us a step for the
-// preparation, and the preparation at times for its own slowest warp; the step (5.15 us) is
-// about both roles' work, each slower beside the other than alone.
+// inverse role waited for). Nsight Compute (twenty-second session): the chain waits about 0.38
+// us a step for the preparation, and the preparation at times for its own slowest warp; the step
+// (5.15 us) is about both roles' work, each slower beside the other than alone.
 #pragma once
 
 #include "cuda/chunked_steps.cuh"
