@@ -410,13 +410,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const float* rq = s.rq_s[c % kNormSlots];
         const float* rk = s.rk_s[c % kNormSlots];
         wgmma_wait<0>();
-        if constexpr (kL2Norm) {
-          // the key norms from the gram's diagonal into their slot (a packed tail's by the outputs
-          // role), for this role's m and T, Xw, the outputs role's P and the chain
-          if (!tail) ws::key_norms_from_gram(kk, s.rk_s[c % kNormSlots], w, lane);
-          ws::arrive(ws::kBarKeyNorms + buf, 2 * kWsPrepThreads);
-          inverse_sync();
-        }
         GDN_WS_MARK(c, 2);  // the outputs role's gates (and the key norms)
         // m's blocks: rows [16 w, +16) of columns [0, 32), and of [32, 64) for w >= 2
         store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq,
@@ -480,7 +473,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         if (cw + kGateGroup < chunks) raw = load_raw_gates(p, n, sq, h, cw + kGateGroup, lane);
       }
       // the key norms: the inverse role's, from its gram's diagonal; a packed tail's here
-      if (p.l2norm && packed_tail(c)) ws::row_norms_warpgroup<M>(k_tile, rk, w, lane);
+      if (p.l2norm) {  // the key norms from the diagonal of this role's own Kc Kc^T
+        float kk[2][4][4];
+        ws::gram_issue_64<M>(k_tile, k_tile, kk);
+        wgmma_wait<0>();
+        ws::key_norms_from_gram(kk, rk, w, lane);
+      }
       outputs_sync();  // the slot's gates (and a tail's key norms)
       // -> the inverse role (its next arrival on this id, chunk c + 2's, needs chunk c + 2's Kc:
       // after the chain's chunk c, which waits for the inverse role's chunk c, which waits here)
@@ -492,10 +490,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       GDN_WS_MARK(c, 3);  // q landed
       if (p.l2norm) {  // (before the products: beside their accumulators the role spilled)
         ws::row_norms_warpgroup<M>(q_tile, rq, w, lane);
-        // the query norms of the role's warps, and the inverse role's key norms (its chunk c + 2's
-        // arrival on this id needs chunk c + 2's Kc, issued after the chain's chunk c, which
-        // waits for this role's P of chunk c)
-        ws::wait(ws::kBarKeyNorms + buf, 2 * kWsPrepThreads);
+        outputs_sync();  // the query norms
       }
       float qk[2][4][4];  // token columns [0, 32) and [32, 64)
       ws::gram_issue_64<M>(q_tile, k_tile, qk);
