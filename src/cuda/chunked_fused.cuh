@@ -290,9 +290,7 @@ template <class M>
 cudaError_t launch_chunked(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   using Kernel = void (*)(ChunkParams, TileMaps);
   const bool ckpt = p.ckpt_tokens > 0;
-  const Kernel ws_l2norm = ckpt ? chunked_prefill_ws_kernel<M, true, true> : chunked_prefill_ws_kernel<M, false, true>;
-  const Kernel ws_plain = ckpt ? chunked_prefill_ws_kernel<M, true, false> : chunked_prefill_ws_kernel<M, false, false>;
-  const Kernel ws = p.l2norm ? ws_l2norm : ws_plain;
+  const Kernel ws = ckpt ? chunked_prefill_ws_kernel<M, true> : chunked_prefill_ws_kernel<M, false>;
   const Kernel kernel = p.fused_ws ? ws : (ckpt ? chunked_prefill_kernel<M, true> : chunked_prefill_kernel<M, false>);
   const size_t smem = p.fused_ws ? kWsSmemBytes : kFusedSmemBytes;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));

@@ -3,12 +3,12 @@
 // warps per (sequence, value head), in three roles that work on up to three chunks at once.
 //   - the chain, warps 0..7 (two warpgroups, the V x K f32 state in their registers as in
 //     chunked_fused.cuh): chunk c's -W and U, the outputs, the state update, o;
-//   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T (with qk_l2norm the key
-//     norms from its diagonal) and its epilogue (m), X = (I + m)^-1 (the 16 x 16 diagonal blocks
-//     by invert_diagonal_blocks_doubling, then the merges, both as f16 products on mma.sync), then
-//     T and Xw from X (gate_inverse);
-//   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates (which the inverse role
-//     waits for) and query norms, then Qc Kc^T with its epilogue (P into a slot, in f16).
+//   - the inverse, warps 8..11 (one warpgroup): the next chunks' Kc Kc^T and its epilogue (m),
+//     X = (I + m)^-1 (the 16 x 16 diagonal blocks by invert_diagonal_blocks_doubling, then the
+//     merges, both as f16 products on mma.sync), then T and Xw from X (gate_inverse);
+//   - the outputs, warps 12..15 (one warpgroup): the next chunks' gates and, with qk_l2norm, key
+//     norms (from the diagonal of a Kc Kc^T of its own; the inverse role waits for both), then
+//     the query norms and Qc Kc^T with its epilogue (P into a slot, in f16).
 //   Chunk c's preparation waits only for its Kc (issued early in the chain's chunk c - 2), and
 //   only its P for its q (issued at that chunk's end), so both may run up to two chunks ahead.
 // Registers are rebalanced once the roles split (setmaxnreg): 176 a thread for the chain (the
@@ -34,8 +34,7 @@
 //
 // Hand-offs, named barriers between the roles (bar.arrive by one, bar.sync by the other; each
 // id's uses alternate strictly, which the comments at each use argue):
-//   kBarGatesReady+b outputs -> inverse    chunk c's gates (b = c & 1)
-//   kBarKeyNorms+b   inverse -> outputs    chunk c's key norms (qk_l2norm)
+//   kBarGatesReady+b outputs -> inverse    chunk c's gates and key norms (b = c & 1)
 //   kBarXReady+b     inverse -> chain      chunk c's T and Xw
 //   kBarPrepared+b   outputs -> chain      chunk c's P slot, gates and norms
 // The copies: chunk c's q (at chunk c - 2's end), Kc (after chunk c - 2's -W and U) and Vc
@@ -53,9 +52,11 @@
 // chunks at a time (twentieth session) 0.810 -> 0.785 on 4 x 8192; the in-place inverse, the
 // balanced epilogues, P after the merges and the gates read in place (twenty-first) 0.786 ->
 // 0.776; the f16 products and merges (twenty-second) 0.774 -> 0.667, o's own staging tile 0.666
-// -> 0.658; with qk_l2norm, the key norms from the inverse role's gram (forty-fourth) 0.598 ->
-// 0.571 (the outputs role had formed them from the tile, about 1,150 cycles a chunk that the
-// inverse role waited for). Nsight Compute (twenty-second session): the chain waits about 0.38
+// -> 0.658; with qk_l2norm, the key norms from a gram's diagonal (forty-fourth and forty-fifth)
+// 0.598 -> 0.571 (the outputs role had formed them from the tile by shared-memory reads, about
+// 1,150 cycles a chunk that the inverse role waited for; the inverse role's own gram, on a barrier
+// of its own in instances of their own, measured the same as the outputs role's, which is kept:
+// no extra barrier or instances). Nsight Compute (twenty-second session): the chain waits about 0.38
 // us a step for the preparation, and the preparation at times for its own slowest warp; the step
 // (5.15 us) is about both roles' work, each slower beside the other than alone.
 #pragma once
@@ -190,8 +191,7 @@ enum : int {
   kBarOutputs = 3,     // the outputs role's warps
   kBarPrepared = 4,    // and 5: outputs role -> chain, chunk c's P, gates and norms (c & 1)
   kBarXReady = 8,      // and 9: inverse role -> chain, chunk c's T and Xw (c & 1)
-  kBarGatesReady = 10,  // and 11: outputs role -> inverse role, chunk c's gates (c & 1)
-  kBarKeyNorms = 12     // and 13: inverse role -> outputs role, chunk c's key norms (qk_l2norm; c & 1)
+  kBarGatesReady = 10  // and 11: outputs role -> inverse role, chunk c's gates and key norms (c & 1)
 };
 // A hand-off between the chain and one preparing warpgroup (threads: every thread that arrives
 // or waits on the id).
@@ -295,11 +295,7 @@ __device__ __forceinline__ void zero_rows_from(uint16_t* tile, int rows, int tid
 #endif
 
 // kCheckpoints: the instance for calls with state checkpoints, as chunked_prefill_kernel's.
-// kL2Norm: p.l2norm (the launcher's choice), taken at compile time by the inverse role's key-norm
-// block alone: tested at run time there, its skipped code cost SPEC's cases (no norms) 0.5 to 1%;
-// with the flag at compile time in every role, ptxas serialised the wgmma of five of the eight
-// instances (docs/NOTES.md, forty-fourth session). The other roles test p.l2norm.
-template <class M, bool kCheckpoints, bool kL2Norm>
+template <class M, bool kCheckpoints>
 __global__ void __launch_bounds__(kWsThreads, 1)
     chunked_prefill_ws_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
@@ -378,13 +374,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // ---- the preparation (warps 8..15), two warpgroups a chunk or two ahead of the chain:
     //   inverse (warps 8..11)   Kc Kc^T, its epilogue m, X = (I + m)^-1 over m in place, T and
     //                           Xw from X into buffer c & 1
-    //   outputs (warps 12..15)  the gates (every kGateGroup chunks), the query norms, Qc Kc^T
-    //                           and its epilogue P (f16, range-checked); a packed sequence's
-    //                           partial last chunk's q and Kc rows past it zeroed first (and
-    //                           its key norms formed from the tile)
-    // The inverse role waits for the outputs role's gates of the chunk (m needs beta), the outputs
-    // role for the inverse role's key norms (qk_l2norm: P needs rk); the chain waits for both
-    // roles' chunk.
+    //   outputs (warps 12..15)  the gates (every kGateGroup chunks), the key norms (qk_l2norm),
+    //                           the query norms, Qc Kc^T and its epilogue P (f16, range-checked);
+    //                           a packed sequence's partial last chunk's q and Kc rows past it
+    //                           zeroed first
+    // The inverse role waits for the outputs role's gates and key norms of the chunk (m needs beta
+    // and rk); the chain waits for both roles' chunk.
     const int w = (warp - kWarps) & 3, ptid = (tid - kWsChainThreads) & (kWsPrepThreads - 1);
     if (warp < kWarps + 4) {
       registers_down<kWsInverseRegs>();
@@ -410,7 +405,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const float* rq = s.rq_s[c % kNormSlots];
         const float* rk = s.rk_s[c % kNormSlots];
         wgmma_wait<0>();
-        GDN_WS_MARK(c, 2);  // the outputs role's gates (and the key norms)
+        GDN_WS_MARK(c, 2);  // the outputs role's gates and key norms
         // m's blocks: rows [16 w, +16) of columns [0, 32), and of [32, 64) for w >= 2
         store_key_block<M, CoreTiles, true, false>(s.mx, nullptr, nullptr, 16 * w, 0, lane, kk[0], kk[0], G, beta, rq,
                                                    rk, p.scale);
@@ -472,14 +467,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         chunk_gates(p, s.G_s[cw % kGateSlots], s.beta_s[cw % kGateSlots], hg, raw, live_rows(cw), lane);
         if (cw + kGateGroup < chunks) raw = load_raw_gates(p, n, sq, h, cw + kGateGroup, lane);
       }
-      // the key norms: the inverse role's, from its gram's diagonal; a packed tail's here
-      if (p.l2norm) {  // the key norms from the diagonal of this role's own Kc Kc^T
+      // the key norms from the diagonal of this role's own Kc Kc^T (||k_t||^2 is entry (t, t)):
+      // one 64 x 64 x 128 product against about 1,150 cycles of shared-memory reads by
+      // row_norms_warpgroup (the same speed as the inverse role forming them from its gram, with
+      // a barrier of its own: docs/NOTES.md, forty-fourth session)
+      if (p.l2norm) {
         float kk[2][4][4];
         ws::gram_issue_64<M>(k_tile, k_tile, kk);
         wgmma_wait<0>();
         ws::key_norms_from_gram(kk, rk, w, lane);
       }
-      outputs_sync();  // the slot's gates (and a tail's key norms)
+      outputs_sync();  // the slot's gates and key norms
       // -> the inverse role (its next arrival on this id, chunk c + 2's, needs chunk c + 2's Kc:
       // after the chain's chunk c, which waits for the inverse role's chunk c, which waits here)
       GDN_WS_MARK(c, 2);  // gates handed to the inverse role
