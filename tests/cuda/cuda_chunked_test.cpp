@@ -542,6 +542,25 @@ TEST(Range, LargeKeysTakeTheFallbackSubstitution) {
     ASSERT_GT(2 * large, blocks) << "the inputs no longer take the fallback: " << large << " of " << blocks;
     OracleOutputs oracle;
     ASSERT_EQ(run_oracle(pristine, 0, &oracle), GDN_STATUS_SUCCESS) << gdn_last_error();
+    // How far the outputs move when every key moves by one unit of its dtype's last place, in a
+    // random direction (the problem's sensitivity at the inputs' own precision)
+    double floor_o = 0, floor_state = 0;
+    {
+      GeneratedInputs moved = pristine;
+      const int mantissa = c.dtype == GDN_DTYPE_F16 ? 10 : 7;
+      for (int64_t i = 0; i < moved.k.numel(); ++i) {
+        const double x = moved.k.get(i);
+        if (x == 0) continue;
+        const double ulp = std::ldexp(1.0, std::ilogb(x) - mantissa);
+        moved.k.set(i, x + (rng() & 1 ? ulp : -ulp));
+      }
+      OracleOutputs at_moved;
+      ASSERT_EQ(run_oracle(moved, 0, &at_moved), GDN_STATUS_SUCCESS) << gdn_last_error();
+      floor_o = rel_l2_tensors(at_moved.o, oracle.o);
+      floor_state = rel_l2_tensors(at_moved.final_state, oracle.final_state);
+    }
+    std::printf("  %s, seed %llu: keys moved one ulp: o %.3e, final state %.3e\n", text,
+                static_cast<unsigned long long>(c.seed), floor_o, floor_state);
     for (const Form* fp : {&kForms[0], &kForms[1], &kForms[3], &kForms[7]}) {
       const Form& f = *fp;
       GeneratedInputs in = pristine;
