@@ -15,6 +15,9 @@ o is rounded to bf16 at the end, as the kernels do. Plans:
           as a hi + lo pair: two);
   f16+D16 as f16, with D rounded once to f16 in the state update (one product where the
           kernels take D as a pair);
+  f16+ahead as f16, with the chain looking one chunk ahead (docs/NOTES.md, forty-fifth session):
+          D_c = U_c - gamma_{c-1} W_c S_{c-1}^T - Z_c D_{c-1}, Z_c = W_c Kc~_{c-1}^T (Kc~: the keys
+          decayed to the chunk's end), S_{c-1}, Z_c and D_{c-1} rounded to f16 there;
   bf16    every computed operand in bf16 (the peer's plan).
 Prints the relative L2 error of o and of the final state against the recurrence for each decay
 regime (g = logsigmoid(N(0,1)), none, near -20). Usage: precision_emulation.py [T] [seed] [io],
@@ -48,6 +51,7 @@ PLANS = {
     "f16+T16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "T": "h"},
     "f16+D16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "D_up": "h"},
     "f16+dg16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "diag": "h"},
+    "f16+ahead": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "ahead": "h"},
     "bf16": {n: "b" for n in ["W", "Xw", "S_qs", "S_ws", "P", "D_pd", "D_up", "T"]},
 }
 
@@ -110,6 +114,7 @@ def chunked(q, k, v, g, beta, scale, plan, io, C=64):
     r = lambda name, x: ROUND[plan[name]](x) if name in plan else x
     S = np.zeros((v.shape[1], q.shape[1]))
     o = np.zeros((q.shape[0], v.shape[1]))
+    prev = None  # the look-ahead's (S, D, Kc~, gamma) of the chunk before
     for c0 in range(0, q.shape[0], C):
         Q, Kc, Vc = q[c0:c0 + C], k[c0:c0 + C], v[c0:c0 + C]
         G = np.cumsum(g[c0:c0 + C])
@@ -119,9 +124,17 @@ def chunked(q, k, v, g, beta, scale, plan, io, C=64):
         X = inverse(m, ROUND[plan["merge"]] if "merge" in plan else (lambda x: x),
                     ROUND[plan["diag"]] if "diag" in plan else None)
         W = r("W", np.exp(G)[:, None] * (r("Xw", X * b[None, :]) @ Kc))
-        D = r("U", r("T", mask * X * b[None, :]) @ Vc) - W @ r("S_ws", S).T
+        U = r("U", r("T", mask * X * b[None, :]) @ Vc)
+        if "ahead" in plan and prev is not None:
+            S_p, D_p, Kt_p, gamma_p = prev
+            Z = r("ahead", W @ Kt_p.T)
+            D = U - gamma_p * f32(W @ r("ahead", S_p).T) - f32(Z @ r("ahead", D_p))
+        else:
+            D = U - W @ r("S_ws", S).T
         P = r("P", scale * mask * (Q @ Kc.T))
         o[c0:c0 + C] = io(scale * np.exp(G)[:, None] * (Q @ r("S_qs", S).T) + P @ r("D_pd", D))
+        Kt = np.exp(G[-1] - G)[:, None] * Kc
+        prev = (S, D, Kt, np.exp(G[-1]))
         S = np.exp(G[-1]) * S + (r("D_up", D) * np.exp(G[-1] - G)[:, None]).T @ Kc
     return o, S
 
