@@ -343,7 +343,8 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
                                    // the kernel 5% slower, its wait for them 22 -> 25% of the samples)
     if (warp == kGateWarp && i + 1 < heads)
       chunk_gates(p, s.G_next, s.beta_next, head_gate(p, h_next), gates_next, pc.rows, lane);
-    invert_diagonal_blocks_doubling<false>(s, warp, lane);  // (the merges read no block above it)
+    // (the merges read no block above it; the one-head instance without the powers' check)
+    invert_diagonal_blocks_doubling<false, false, kGroup>(s, warp, lane);
     __syncthreads();  // every diagonal block of X
     // warps 0..3 merge, 4..7 take the same CTA barriers: with a barrier of warps 0..3 alone
     // (bar.sync 1, 128), racecheck reported the next head's stores against this head's reads

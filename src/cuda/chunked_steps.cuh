@@ -779,7 +779,17 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 // Where |L| <= 1 (m is beta_i kn_i . kn_j: normalised keys and beta <= 1 keep it so) every power and
 // partial product stays within f16's range (the entries of L^n count at most C(14, n - 1)
 // paths, of X's partial sums at most 2^14); a block with a larger entry (or a NaN) takes the
-// substitution instead. The substitution's 16 rows in turn (a lane per column) were the inverse
+// substitution instead. Within f16's range is not within its precision: keys along a shared
+// direction (pairwise cosines near 1, so L's entries all near beta) give powers with entries in
+// the tens (up to C(14, n - 1) 0.9^n) whose alternating sum X is of order 1, and f16's 11 bits
+// of them left o 1.2e-2 and the state 2.3e-2 from the oracle (keys of norm 1.2,
+// Range.LargeKeysTakeTheFallbackSubstitution over 80 seeds; f64 emulation with normalised keys
+// of cosine 0.9 and slow decay: o 4.8e-3 and the state 1.0e-2, against 3.1e-3 and 1.6e-3 with
+// the substitution). kCheckPowers: a block whose L^2, L^4 or L^8 has an entry above
+// kDoublingPowerLimit takes the substitution too, decided after the products (m's block is
+// still in place); SPEC.md's keys give powers below 0.05, keys of pairwise cosine about 0.4 and
+// more reach the limit (docs/NOTES.md, forty-fifth session). The one-head wgmma prepare kernel
+// goes without it: any of four forms of the check made ptxas serialise its wgmma. The substitution's 16 rows in turn (a lane per column) were the inverse
 // role's longest stretch, about 2,600 cycles of the fused kernel's 8,580-cycle step (thirtieth
 // session's timeline). f64 emulation of the chunked form with these roundings
 // (scripts/precision_emulation.py, plan f16+dg16, T = 2048): o 1.69e-3 as before, the state
@@ -787,7 +797,8 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 // kInPlace: s.m and s.x are one buffer (the warp reads its block before it writes X over it).
 // kCalledFallback: the substitution by invert_diagonal_blocks_called (the warp-specialised
 // kernel's).
-template <bool kInPlace = false, bool kCalledFallback = false, class Sm>
+inline constexpr float kDoublingPowerLimit = 2.f;
+template <bool kInPlace = false, bool kCalledFallback = false, bool kCheckPowers = true, class Sm>
 __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp, int lane) {
   if (warp >= 4) return;
   const int b0 = 16 * warp, g = lane >> 2, q = lane & 3;
@@ -810,9 +821,18 @@ __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp,
   }
   uint32_t a[4], b[2][2];
   float P[2][4];  // L^2, L^4, L^8
+  float power_max = 0.f;  // the largest |entry| of the powers (finite: |L| <= 1)
+  const auto check_power = [&] {
+    if constexpr (kCheckPowers)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) power_max = fmaxf(power_max, fabsf(P[nt][e]));
+  };
   acc_to_a<MmaF16>(L, 0, a);
   acc_to_b_f16(L, b);
   product_16x16(P, a, b);
+  check_power();
   float X[2][4];  // I - L, then times (I + L^2), (I + L^4), (I + L^8)
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
@@ -834,8 +854,18 @@ __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp,
       acc_to_a<MmaF16>(P, 0, a);
       acc_to_b_f16(P, b);
       product_16x16(P, a, b);
+      check_power();
     }
     product_16x16(X, xa, ib);
+  }
+  if constexpr (kCheckPowers) {
+    if (!__all_sync(0xffffffffu, power_max <= kDoublingPowerLimit)) {  // X is not stored (warp-uniform)
+      if constexpr (kCalledFallback)
+        invert_diagonal_blocks_called<kInPlace>(s.m, s.x, warp, lane);
+      else
+        invert_diagonal_blocks<kInPlace, false>(s, warp, lane);
+      return;
+    }
   }
   if constexpr (kInPlace) __syncwarp();  // (every lane's m_bb was read into the products above)
 #pragma unroll
