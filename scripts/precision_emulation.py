@@ -15,14 +15,20 @@ o is rounded to bf16 at the end, as the kernels do. Plans:
           as a hi + lo pair: two);
   f16+D16 as f16, with D rounded once to f16 in the state update (one product where the
           kernels take D as a pair);
+  f16+dg16 as f16, the 16 x 16 diagonal blocks of the inverse by the f16 doubling product
+          (invert_diagonal_blocks_doubling) where |m| <= 1, else the substitution (exact here);
+  f16+dg16g as f16+dg16, and a block whose powers L^2, L^4, L^8 pass 2 substituted too (the
+          kernels since the forty-fifth session, but the one-head prepare kernel);
   f16+ahead as f16, with the chain looking one chunk ahead (docs/NOTES.md, forty-fifth session):
           D_c = U_c - gamma_{c-1} W_c S_{c-1}^T - Z_c D_{c-1}, Z_c = W_c Kc~_{c-1}^T (Kc~: the keys
           decayed to the chunk's end), S_{c-1}, Z_c and D_{c-1} rounded to f16 there;
   bf16    every computed operand in bf16 (the peer's plan).
 Prints the relative L2 error of o and of the final state against the recurrence for each decay
-regime (g = logsigmoid(N(0,1)), none, near -20). Usage: precision_emulation.py [T] [seed] [io],
-io the inputs' and o's type: bf16 (the default) or f16 (the products' roundings then show
-beside o's own, which is 8 times smaller).
+regime (g = logsigmoid(N(0,1)), none, near -20). Usage: precision_emulation.py [T] [seed] [io]
+[keys], io the inputs' and o's type: bf16 (the default) or f16 (the products' roundings then show
+beside o's own, which is 8 times smaller); keys: spec (independent, normalised: the default),
+shared (normalised, along one direction with noise 0.03 an element: pairwise cosine about 0.9;
+the gates then x 0.02), large (as shared, of norm 1.2: Range.LargeKeysTakeTheFallbackSubstitution's).
 """
 import sys
 
@@ -51,18 +57,26 @@ PLANS = {
     "f16+T16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "T": "h"},
     "f16+D16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "D_up": "h"},
     "f16+dg16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "diag": "h"},
+    "f16+dg16g": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "diag": "h",
+                  "diag_limit": 2.0},
     "f16+ahead": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "ahead": "h"},
     "bf16": {n: "b" for n in ["W", "Xw", "S_qs", "S_ws", "P", "D_pd", "D_up", "T"]},
 }
 
 
-def inputs(T, K, V, regime, rng, io):
+def inputs(T, K, V, regime, rng, io, keys="spec"):
     q = io(rng.standard_normal((T, K)))
-    k = rng.standard_normal((T, K))
-    k = io(k / np.linalg.norm(k, axis=1, keepdims=True))
+    if keys == "spec":
+        k = rng.standard_normal((T, K))
+    else:
+        u = rng.standard_normal(K)
+        k = u / np.linalg.norm(u) + 0.03 * rng.standard_normal((T, K))
+    k = io((1.2 if keys == "large" else 1.0) * k / np.linalg.norm(k, axis=1, keepdims=True))
     v = io(rng.standard_normal((T, V)))
     g = {"normal": -np.log1p(np.exp(-rng.standard_normal(T))), "none": np.zeros(T),
          "fast": -20 + 0.1 * rng.standard_normal(T)}[regime]
+    if keys != "spec":
+        g = 0.02 * g
     beta = 1 / (1 + np.exp(-rng.standard_normal(T)))
     return q, k, v, f32(g), f32(beta)
 
@@ -77,23 +91,26 @@ def recurrent(q, k, v, g, beta, scale):
     return o, S
 
 
-def diagonal_inverse(L, rnd):
-    """(I + L)^-1 of a strictly lower 16 x 16 block: exact (rnd None), or by the doubling product
-    (I - L)(I + L^2)(I + L^4)(I + L^8) (L^16 = 0) with each product's operands rounded by rnd
-    and f32 sums, as tensor-core products would form it."""
-    if rnd is None:
+def diagonal_inverse(L, rnd, limit=None):
+    """(I + L)^-1 of a strictly lower 16 x 16 block: exact (rnd None, or an entry of L above 1,
+    or with `limit` an entry of a power above it: the kernels' substitution), or by the doubling
+    product (I - L)(I + L^2)(I + L^4)(I + L^8) (L^16 = 0) with each product's operands rounded
+    by rnd and f32 sums, as tensor-core products would form it."""
+    if rnd is None or np.abs(L).max() > 1:
         return f32(np.linalg.inv(np.eye(16) + L))
     I = np.eye(16)
     L2 = f32(rnd(L) @ rnd(L))
     L4 = f32(rnd(L2) @ rnd(L2))
     L8 = f32(rnd(L4) @ rnd(L4))
+    if limit is not None and max(np.abs(L2).max(), np.abs(L4).max(), np.abs(L8).max()) > limit:
+        return f32(np.linalg.inv(np.eye(16) + L))
     X = I - L
     for Lp in (L2, L4, L8):
         X = f32(rnd(X) @ rnd(I + Lp))
     return X
 
 
-def inverse(m, rnd, diag=None):
+def inverse(m, rnd, diag=None, limit=None):
     """(I + m)^-1 by 16 x 16 diagonal blocks and two levels of merges, the merges' operands rounded."""
     n = m.shape[0]
     if n < 64:
@@ -101,7 +118,7 @@ def inverse(m, rnd, diag=None):
     X = np.zeros((64, 64))
     for b in range(4):
         s = slice(16 * b, 16 * b + 16)
-        X[s, s] = diagonal_inverse(m[s, s], diag)
+        X[s, s] = diagonal_inverse(m[s, s], diag, limit)
     for i, j in [(1, 0), (3, 2)]:
         si, sj = slice(16 * i, 16 * i + 16), slice(16 * j, 16 * j + 16)
         X[si, sj] = -(rnd(rnd(X[si, si]) @ rnd(m[si, sj])) @ rnd(X[sj, sj]))
@@ -122,7 +139,7 @@ def chunked(q, k, v, g, beta, scale, plan, io, C=64):
         mask = np.tril(np.exp(np.minimum(G[:, None] - G[None, :], 0)))
         m = np.tril(b[:, None] * (Kc @ Kc.T), -1)
         X = inverse(m, ROUND[plan["merge"]] if "merge" in plan else (lambda x: x),
-                    ROUND[plan["diag"]] if "diag" in plan else None)
+                    ROUND[plan["diag"]] if "diag" in plan else None, plan.get("diag_limit"))
         W = r("W", np.exp(G)[:, None] * (r("Xw", X * b[None, :]) @ Kc))
         U = r("U", r("T", mask * X * b[None, :]) @ Vc)
         if "ahead" in plan and prev is not None:
@@ -143,12 +160,13 @@ def main():
     T = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     io = {"bf16": bf16, "f16": f16}[sys.argv[3] if len(sys.argv) > 3 else "bf16"]
+    keys = sys.argv[4] if len(sys.argv) > 4 else "spec"
     rel = lambda x, ref: np.linalg.norm(x - ref) / np.linalg.norm(ref)
-    print(f"T = {T}, K = V = 128, seed {seed}, {io.__name__} inputs and o: relative L2 error "
-          "against the recurrence")
+    print(f"T = {T}, K = V = 128, seed {seed}, {io.__name__} inputs and o, {keys} keys: relative L2 "
+          "error against the recurrence")
     print(f"{'decay':8s} {'plan':7s} {'o':>9s} {'state':>9s}")
     for regime in ["normal", "none", "fast"]:
-        q, k, v, g, beta = inputs(T, 128, 128, regime, np.random.default_rng(seed), io)
+        q, k, v, g, beta = inputs(T, 128, 128, regime, np.random.default_rng(seed), io, keys)
         o_ref, S_ref = recurrent(q, k, v, g, beta, 128 ** -0.5)
         for name, plan in PLANS.items():
             o, S = chunked(q, k, v, g, beta, 128 ** -0.5, plan, io)

@@ -390,6 +390,8 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   c.prep_heads = forced_heads <= 0 && windows && plan.windows.overlap
                      ? 1
                      : ck::prep_group_heads(c.ratio, int(forced_heads));
+  const char* prep_instance = std::getenv("GDN_CHUNKED_PREP_INSTANCE");  // group: no one-head instance
+  c.prep_one_head_instance = !(prep_instance && std::strcmp(prep_instance, "group") == 0);
   ck::TileMaps maps;
   if (!split || c.chain_wgmma) maps.on = token_tile_maps(p, c, maps);
   // The fused form's warp-specialised kernel where its code has wgmma and the copies go by TMA;

@@ -1255,7 +1255,7 @@ cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStrea
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
     const size_t smem = prepare_wgmma_smem_bytes();  // (the kernels' limit: set_split_smem_limits)
-    if (p.prep_heads > 1)
+    if (p.prep_heads > 1 || !p.prep_one_head_instance)
       chunk_prepare_wgmma_kernel<M, true><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
     else
       chunk_prepare_wgmma_kernel<M, false><<<groups, dim3(kThreads), smem, stream>>>(p, maps);

@@ -564,7 +564,7 @@ void check_shared_direction_keys(const char* text, double norm, double noise, Bo
   std::printf("  %s, seed %llu: %lld of %lld blocks substituted; keys moved one ulp: o %.3e, final state %.3e\n",
               text, static_cast<unsigned long long>(c.seed), static_cast<long long>(fallback),
               static_cast<long long>(blocks), floor_o, floor_state);
-  for (const Form* fp : {&kForms[0], &kForms[1], &kForms[3], &kForms[7]}) {
+  for (const Form* fp : {&kForms[0], &kForms[1], &kForms[3], &kForms[6], &kForms[7]}) {
     const Form& f = *fp;
     GeneratedInputs in = pristine;
     {
