@@ -39,8 +39,9 @@ struct ChunkParams : BatchParams {
                                   // (GDN_CHUNKED_PREPARE=mma; else chunk_prepare_wgmma_kernel)
   int32_t prep_heads = 1;         // value heads a wgmma prepare CTA takes (prep_group_heads): a
                                   // divisor of the ratio, all sharing one key head
-  int32_t prep_one_head_instance = 1;  // prep_heads 1 by the one-head instance (else the group's;
-                                       // GDN_CHUNKED_PREP_INSTANCE=group, for measurement)
+  int32_t prep_one_head_instance = 1;  // prep_heads 1 by the one-head instance, else by the
+                                       // head-group one (GDN_CHUNKED_PREP_INSTANCE=group: its
+                                       // diagonal blocks check their powers; about 6% slower)
   // state checkpoints (chunk_checkpoint_every; the fused kernel and the wgmma chain): the state
   // after every ckpt_tokens tokens of a sequence (a multiple of C), to snapshots dense
   // [N, T, Hv, R, C] ((n, t, h, r * ckpt_row + c)) or a pool [P2, Hv, R, C] at slot
