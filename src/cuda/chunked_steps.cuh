@@ -789,9 +789,10 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 // kDoublingPowerLimit takes the substitution too, decided after the products (m's block is
 // still in place); SPEC.md's keys give powers below 0.05, keys of pairwise cosine about 0.4 and
 // more reach the limit (docs/NOTES.md, forty-fifth session). The one-head wgmma prepare kernel
-// goes without it: any of four forms of the check made ptxas serialise its wgmma. The substitution's 16 rows in turn (a lane per column) were the inverse
-// role's longest stretch, about 2,600 cycles of the fused kernel's 8,580-cycle step (thirtieth
-// session's timeline). f64 emulation of the chunked form with these roundings
+// goes without it: any of four forms of the check made ptxas serialise its wgmma.
+// The substitution's 16 rows in turn (a lane per column) were the inverse role's longest
+// stretch, about 2,600 cycles of the fused kernel's 8,580-cycle step (thirtieth session's
+// timeline). kCheckPowers false: no powers' check. f64 emulation of the chunked form with these roundings
 // (scripts/precision_emulation.py, plan f16+dg16, T = 2048): o 1.69e-3 as before, the state
 // 9.4e-7 with decay (the device's f32 sums leave about 3e-6), unchanged without decay.
 // kInPlace: s.m and s.x are one buffer (the warp reads its block before it writes X over it).
