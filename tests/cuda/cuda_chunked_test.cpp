@@ -475,7 +475,7 @@ TEST(Range, ScaledInputsMatchOracle) {
   }
 }
 
-// Keys along one shared direction per key head (each row u + noise N(0, 1) per element, then
+// Keys along one shared direction per key head (each row u + noise x N(0, 1) per element, then
 // scaled to `norm`) and gates near 1 (g x 0.02), in the forms with f16 products of computed
 // operands (the warp-specialised kernel, the split form), the one-role kernel beside them.
 // Such keys make the decay-free m = beta_i k_i . k_j of each 16 x 16 diagonal block nearly
@@ -511,6 +511,7 @@ void check_shared_direction_keys(const char* text, double norm, double noise, Bo
   }
   for (int64_t i = 0; i < pristine.g.numel(); ++i) pristine.g.set(i, 0.02 * pristine.g.get(i));
   // the diagonal blocks that take the substitution (m has no decay: the kernels factor it out)
+  constexpr double kPowerLimit = 2;  // the kernels' kDoublingPowerLimit (chunked_steps.cuh)
   int64_t blocks = 0, fallback = 0;
   const int64_t ratio = Hv / Hk;
   for (int64_t n = 0; n + 1 < int64_t(pristine.bos.size()); ++n)
@@ -518,18 +519,19 @@ void check_shared_direction_keys(const char* text, double norm, double noise, Bo
       const int64_t hk = c.map == GDN_HEAD_MAP_TILED ? h % Hk : h / ratio;
       const int64_t len = pristine.bos[n + 1] - pristine.bos[n];
       for (int64_t b0 = 0; b0 + 16 <= len; b0 += 16) {  // chunks of 64 start at the sequence's start
-        double L[16][16] = {}, worst = 0;
+        double L[16][16] = {};
+        bool substituted = false;
         for (int64_t i = 1; i < 16; ++i)
           for (int64_t j = 0; j < i; ++j) {
             const int64_t ti = pristine.bos[n] + b0 + i, tj = pristine.bos[n] + b0 + j;
             double kk = 0;
             for (int64_t e = 0; e < K; ++e) kk += pristine.k.get((ti * Hk + hk) * K + e) * pristine.k.get((tj * Hk + hk) * K + e);
             L[i][j] = pristine.beta.get(ti * Hv + h) * kk;
-            worst = std::max(worst, std::fabs(L[i][j]));
+            substituted = substituted || std::fabs(L[i][j]) > 1;
           }
         double power[16][16];
         std::memcpy(power, L, sizeof(L));
-        for (int squaring = 0; squaring < 3 && worst <= 1; ++squaring) {  // L^2, L^4, L^8
+        for (int squaring = 0; squaring < 3 && !substituted; ++squaring) {  // L^2, L^4, L^8
           double next[16][16] = {};
           for (int i = 0; i < 16; ++i)
             for (int k = 0; k < 16; ++k)
@@ -537,10 +539,10 @@ void check_shared_direction_keys(const char* text, double norm, double noise, Bo
           std::memcpy(power, next, sizeof(next));
           for (int i = 0; i < 16; ++i)
             for (int j = 0; j < 16; ++j)
-              if (std::fabs(power[i][j]) > 2) worst = 2;  // past the powers' limit
+              substituted = substituted || std::fabs(power[i][j]) > kPowerLimit;
         }
         ++blocks;
-        fallback += worst > 1;
+        fallback += substituted;
       }
     }
   ASSERT_GT(2 * fallback, blocks) << "the inputs no longer take the substitution: " << fallback << " of " << blocks;
