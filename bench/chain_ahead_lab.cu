@@ -1,0 +1,495 @@
+// gdn_chain_ahead_lab: the split form's wgmma chain step as the library runs it against a step
+// that looks one chunk ahead (docs/NOTES.md, forty-fifth and forty-sixth sessions). Not part of
+// libgdn; sm_90a only.
+//
+// Today's step c needs S_c before it can form D_c = U_c + S_c (-W_c)^T (D^T as accumulators), and
+// S_c comes from the state update at the end of step c - 1, so every step drains the tensor pipe
+// twice. Since S_c = gamma_{c-1} S_{c-1} + D~_{c-1}^T Kc_{c-1} (D~ = D diag(k_f)),
+//   D_c^T = U_c^T + (gamma_{c-1} S_{c-1}) (-W_c)^T + D_{c-1}^T Z_c,
+//   Z_c   = diag(k_f(c-1)) Kc_{c-1} (-W_c)^T          [C, C], inputs only,
+// so D_c depends on nothing the state update of step c - 1 makes: the look-ahead step issues
+// D_{c+1}'s products (from f16 fragments of gamma_c S_c and D_c it formed anyway) behind its own
+// state update, and the pipe does not drain between steps. Its products a step: S Qc^T 8, D^T P^T 4,
+// the state update 16, D's 8 + 4 (m64n64k16 equivalents): 40 against today's 36.
+//
+// One CTA (a warpgroup and a copier warp, as chunk_chain_wgmma_kernel) per head walks kChunks
+// chunks of kData distinct chunk images (head h at step c takes (c + h) % kData), each a
+// WgChainStage image in global memory (random tiles in the library's layouts; Z in P's lo slot,
+// formed by a setup kernel from the images). Both kernels copy a stage by bulk copies a step
+// ahead, stage o by stmatrix and store it by a bulk copy. The lab prints each kernel's time per
+// step and how far their final states and output sums are apart (Z's f16 rounding and the sums'
+// order: about 1e-3).
+// Run: gdn_chain_ahead_lab (exit 0 if both ran and agree within 2e-2).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda/chunked_wgmma.cuh"
+#include "cuda/tma.cuh"
+
+namespace {
+
+using namespace gdn::cuda::chunked;
+using M = MmaBf16;
+
+constexpr int kHeads = 132;   // CTAs: one an SM
+constexpr int kChunks = 128;  // chunk steps a CTA
+constexpr int kData = 8;      // distinct chunk images
+constexpr int kRuns = 5;
+constexpr int kWorkers = 128;               // the warpgroup
+constexpr int kLabThreads = kWorkers + 32;  // and the copier warp
+
+#define CK(x)                                                                                    \
+  do {                                                                                           \
+    cudaError_t e_ = (x);                                                                        \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
+      std::exit(2);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+struct LabSmem {
+  WgChainStage stage[2];
+  uint16_t o_stage[2][kC * 64];
+  uint64_t full[2];
+};
+constexpr size_t kLabSmemBytes = sizeof(LabSmem) + 1024;
+
+struct Outputs {
+  float* S;         // [kHeads][64][kK] final states (the CTA's 64 rows)
+  float* checksum;  // [kHeads][kWorkers] sums of every o value a thread staged
+  uint16_t* o;      // [kHeads][2][kC * 64] o's bulk stores land here (overwritten)
+  const float* S0;  // [kHeads][64][kK] start states (zeros; read as data, so that the compiler
+                    // cannot fold the first fragments to constants: it serialised the wgmma then, C7512)
+};
+
+#if GDN_CHUNKED_WGMMA  // (the device pass for sm_90a; the host pass sees the kernels empty)
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(reinterpret_cast<uint64_t>(dst)),
+               "r"(smem_addr(src)), "r"(bytes)
+               : "memory");
+}
+
+// Chunk d's image into stage b (one thread): everything but P's lo half (today), or with it (Z).
+template <bool kWithZ>
+__device__ __forceinline__ void issue_stage(LabSmem& s, const WgChainStage* images, int d, int b) {
+  WgChainStage& st = s.stage[b];
+  const WgChainStage& im = images[d];
+  constexpr uint32_t kHead = uint32_t(kWithZ ? offsetof(PreparedTiles, G) : offsetof(PreparedTiles, p_lo));
+  constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
+  mbarrier_arrive_expect(&s.full[b], uint32_t(2 * sizeof(st.q) + kHead + kTail + sizeof(st.u)));
+  bulk_load(st.q, im.q, sizeof(st.q), &s.full[b]);
+  bulk_load(st.k, im.k, sizeof(st.k), &s.full[b]);
+  bulk_load(&st.tiles, &im.tiles, kHead, &s.full[b]);
+  bulk_load(&st.tiles.G[0], &im.tiles.G[0], kTail, &s.full[b]);
+  bulk_load(&st.u[0][0][0], &im.u[0][0][0], sizeof(st.u), &s.full[b]);
+}
+
+// o of the step (O^T, the warp's 16 rows) staged and stored by a bulk copy, as the chain does.
+__device__ __forceinline__ void store_o(LabSmem& s, const Outputs& out, int buf, const float (&O)[8][4], int tid,
+                                        int warp, int lane, float& checksum) {
+  uint16_t* o_stage = s.o_stage[buf];
+  if (tid == 0) bulk_wait_read<1>();  // the store of two steps ago has read o_stage[buf]
+  named_barrier(1, kWorkers);
+  stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
+  fence_shared_for_wgmma();
+  named_barrier(1, kWorkers);
+  if (tid == 0) {
+    bulk_store(out.o + (size_t(blockIdx.x) * 2 + buf) * kC * 64, o_stage, kC * 64 * 2);
+    bulk_commit();
+  }
+#pragma unroll
+  for (int t = 0; t < 8; ++t) checksum += O[t][0] + O[t][1] + O[t][2] + O[t][3];
+}
+
+__device__ __forceinline__ void store_final(const Outputs& out, const float (&S)[16][4], int sigma, int warp,
+                                            int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  const float f = pow2(sigma);
+  float* o = out.S + size_t(blockIdx.x) * 64 * kK;
+#pragma unroll
+  for (int t = 0; t < 16; ++t) {
+    o[(16 * warp + g) * kK + 8 * t + 2 * q] = f * S[t][0];
+    o[(16 * warp + g) * kK + 8 * t + 2 * q + 1] = f * S[t][1];
+    o[(16 * warp + g + 8) * kK + 8 * t + 2 * q] = f * S[t][2];
+    o[(16 * warp + g + 8) * kK + 8 * t + 2 * q + 1] = f * S[t][3];
+  }
+}
+
+__device__ __forceinline__ ChainTiles chain_tiles(const WgChainStage& st) {
+  return ChainTiles{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
+}
+
+#endif
+
+// ---- today's step (chunk_chain_wgmma_kernel's loop, outputs on, no checkpoints)
+
+__global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgChainStage* images, Outputs out) {
+#if GDN_CHUNKED_WGMMA
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  LabSmem& s = *reinterpret_cast<LabSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, h = int(blockIdx.x);
+  const bool copier = tid >= kWorkers;
+  if (tid == 0) {
+    mbarrier_init(&s.full[0], 1);
+    mbarrier_init(&s.full[1], 1);
+    fence_mbarrier_init();
+  }
+  named_barrier(2, kLabThreads);
+  if (copier) {
+    if (lane == 0) issue_stage<false>(s, images, h % kData, 0);
+    for (int c = 0; c < kChunks; ++c) {
+      named_barrier(2, kLabThreads);
+      if (lane == 0 && c + 1 < kChunks) issue_stage<false>(s, images, (c + 1 + h) % kData, (c + 1) & 1);
+    }
+    return;
+  }
+  float S[16][4] = {};
+  int sigma = 0;
+  float checksum = 0.f;
+  for (int c = 0; c < kChunks; ++c) {
+    const int buf = c & 1;
+    named_barrier(2, kLabThreads);
+    mbarrier_wait(&s.full[buf], uint32_t(c >> 1) & 1u);
+    const WgChainStage& st = s.stage[buf];
+    const ChainTiles ct = chain_tiles(st);
+    wgmma_wait<0>();
+    keep_state_in_range(S, sigma);
+    float D[8][4];
+    const float u_scale = pow2(-sigma);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      const float4 u = st.u[warp][t][lane];
+      D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
+    }
+    float O[8][4];
+    const float decay = chunk_decay(ct);
+    uint32_t a[4][2][4];
+    wgmma_chain_outputs_half<M, true, 4>(ct, lane, S, D, O, sigma, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
+    scale_tiles(O, pow2(sigma));
+    store_o(s, out, buf, O, tid, warp, lane, checksum);
+    wgmma_wait<0>();
+  }
+  if (tid == 0) bulk_wait_all<false>();
+  store_final(out, S, sigma, warp, lane);
+  out.checksum[h * kWorkers + tid] = checksum;
+#else
+  (void)images, (void)out;
+#endif
+}
+
+// ---- the look-ahead step
+#if GDN_CHUNKED_WGMMA
+
+// D^T = (gamma S)(-W)^T (sd: f16 fragments, 8 k-steps; the first without accumulating) + D_prev^T
+// Z (df: f16 fragments, 4 k-steps; Z in P's lo slot, laid out as P), one commit group. D is
+// written by these products alone (U joins once they are done, into E): an accumulator that other
+// instructions define while its products are in flight across the loop's back edge makes ptxas
+// serialise the pipeline (C7515).
+__device__ __forceinline__ void issue_d_products(const WgChainStage& st, float (&D)[8][4], const uint32_t (&sd)[8][4],
+                                                 const uint32_t (&df)[4][4]) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    if (ks == 0)
+      wgmma_64<MmaF16, false>(D, sd[ks], k_major_desc<kK>(st.tiles.w_neg, 16 * ks));
+    else
+      wgmma_64<MmaF16>(D, sd[ks], k_major_desc<kK>(st.tiles.w_neg, 16 * ks));
+  }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) wgmma_64<MmaF16>(D, df[ks], k_major_desc<kC>(st.tiles.p_lo, chain_token_block(ks)));
+  wgmma_commit();
+}
+
+#endif
+
+__global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const WgChainStage* images, Outputs out) {
+#if GDN_CHUNKED_WGMMA
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  LabSmem& s = *reinterpret_cast<LabSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, h = int(blockIdx.x);
+  const int q = lane & 3;
+  const bool copier = tid >= kWorkers;
+  if (tid == 0) {
+    mbarrier_init(&s.full[0], 1);
+    mbarrier_init(&s.full[1], 1);
+    fence_mbarrier_init();
+  }
+  named_barrier(2, kLabThreads);
+  if (copier) {  // as today's: chunk c + 1 once the step-c barrier has freed its stage
+    if (lane == 0) issue_stage<true>(s, images, h % kData, 0);
+    for (int c = 0; c < kChunks; ++c) {
+      named_barrier(2, kLabThreads);
+      if (lane == 0 && c + 1 < kChunks) issue_stage<true>(s, images, (c + 1 + h) % kData, (c + 1) & 1);
+    }
+    return;
+  }
+  float S[16][4];  // S_c at 2^-sigma, from the start state
+  {
+    const int g = lane >> 2;
+    const float* from = out.S0 + size_t(blockIdx.x) * 64 * kK;
+#pragma unroll
+    for (int t = 0; t < 16; ++t) {
+      S[t][0] = from[(16 * warp + g) * kK + 8 * t + 2 * q], S[t][1] = from[(16 * warp + g) * kK + 8 * t + 2 * q + 1];
+      S[t][2] = from[(16 * warp + g + 8) * kK + 8 * t + 2 * q], S[t][3] = from[(16 * warp + g + 8) * kK + 8 * t + 2 * q + 1];
+    }
+  }
+  int sigma = 0;
+  float checksum = 0.f;
+  float D[8][4];      // D_c^T's products (U not in), at 2^-sigma: written by wgmma alone
+  uint32_t sd[8][4];  // f16 fragments of gamma_{c-1} S_{c-1}, k-step ks
+  uint32_t df[4][4];  // f16 fragments of D_{c-1}^T
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) acc_to_a<MmaF16>(S, ks, sd[ks]);  // the start state (gamma 1)
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) acc_to_a<MmaF16>(S, ks, df[ks]);  // (zeros: the start state's first columns, as D_{-1})
+  // chunk 0's D products before the loop (the step-0 barrier is the loop's first)
+  named_barrier(2, kLabThreads);
+  mbarrier_wait(&s.full[0], 0u);
+  issue_d_products(s.stage[0], D, sd, df);
+  for (int c = 0; c < kChunks; ++c) {
+    const int buf = c & 1;
+    const WgChainStage& st = s.stage[buf];
+    const ChainTiles ct = chain_tiles(st);
+    wgmma_wait<0>();  // D_c's products
+    if (c > 0) named_barrier(2, kLabThreads);  // step c - 1's stage is free: the copier fills it with c + 1
+    float (&E)[8][4] = D;  // D_c^T = U_c^T + the products, at 2^-sigma
+    {
+      const float u_scale = pow2(-sigma);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 u = st.u[warp][t][lane];
+        E[t][0] += u.x * u_scale, E[t][1] += u.y * u_scale;
+        E[t][2] += u.z * u_scale, E[t][3] += u.w * u_scale;
+      }
+    }
+    // ranges: S (keep_state_in_range) and E (below f16's limit), scaled together
+    {
+      const int before = sigma;
+      keep_state_in_range(S, sigma);
+      if (sigma != before) scale_tiles(E, pow2(before - sigma));
+      const float m = abs_max(E);
+      if (__any_sync(0xffffffffu, m >= kValuesHigh)) {
+        const int d = min(exponent_of(warp_max(m)) - 13, kSigmaMax - sigma);
+        if (d > 0) {
+          scale_tiles(S, pow2(-d));
+          scale_tiles(E, pow2(-d));
+          sigma += d;
+        }
+      }
+    }
+    // O^T = S_c Qc^T (S in bf16), one group
+    float O[8][4];
+    {
+      uint32_t sb[8][4];
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) acc_to_a<M>(S, ks, sb[ks]);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
+        if (ks == 0)
+          wgmma_64<M, false>(O, sb[ks], qd);
+        else
+          wgmma_64<M>(O, sb[ks], qd);
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) acc_to_a<MmaF16>(E, ks, df[ks]);  // D_c in f16: P now, Z next step
+      float2 qf[8];
+      load_output_factors(ct, q, qf);
+      wgmma_wait<0>();  // S Qc^T is done (sb free)
+      scale_token_columns(O, qf);
+    }
+    // O^T += D^T P^T (f16), one group
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) wgmma_64<MmaF16>(O, df[ks], k_major_desc<kC>(ct.p_hi, chain_token_block(ks)));
+    wgmma_commit();
+    // S <- gamma_c S_c, its f16 fragments for D_{c+1}, then the state update: D~ = D diag(k_f) as
+    // bf16 pairs, two k-steps' fragments in flight (4 groups)
+    const float decay = chunk_decay(ct);
+    scale_tiles(S, decay);
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) acc_to_a<MmaF16>(S, ks, sd[ks]);
+    {
+      float2 kf[8];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
+      uint32_t a[2][2][4];
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        if (ks >= 2) wgmma_wait<1>();  // (the group of k-step ks - 2: its fragments free)
+        float dd[2][4];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const float2 f = kf[2 * ks + u];
+          dd[u][0] = E[2 * ks + u][0] * f.x, dd[u][2] = E[2 * ks + u][2] * f.x;
+          dd[u][1] = E[2 * ks + u][1] * f.y, dd[u][3] = E[2 * ks + u][3] * f.y;
+        }
+        acc_to_a_split<M>(dd, 0, a[ks & 1][0], a[ks & 1][1]);
+        wgmma_fence();
+        const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, chain_token_block(ks));
+        wgmma_128_mn<M>(S, a[ks & 1][0], kd);
+        wgmma_128_mn<M>(S, a[ks & 1][1], kd);
+        wgmma_commit();
+      }
+    }
+    // D_{c+1}: its stage and products behind the update's (the last step forms one it does not
+    // use, from its own stage: one straight pipeline)
+    const int next = c + 1 < kChunks ? buf ^ 1 : buf;
+    if (c + 1 < kChunks) mbarrier_wait(&s.full[next], uint32_t((c + 1) >> 1) & 1u);
+    issue_d_products(s.stage[next], D, sd, df);
+    wgmma_wait<1>();  // D^T P^T and the state update are done; D's products run on
+    scale_tiles(O, pow2(sigma));
+    store_o(s, out, buf, O, tid, warp, lane, checksum);
+  }
+  wgmma_wait<0>();
+  if (tid == 0) bulk_wait_all<false>();
+  store_final(out, S, sigma, warp, lane);
+  out.checksum[h * kWorkers + tid] = checksum;
+#else
+  (void)images, (void)out;
+#endif
+}
+
+// ---- setup: Z of image d from image d - 1's keys and state factors and image d's -W, in P's
+// layout (KMajorAt<kC>): Zt(j', r) = k_f(r) sum_key Kc(r, key) (-W)(j', key), j' the row of -W's
+// tile (D's column), r the key tile's row (the previous chunk's token; D's column r ^ kTokenRowXor).
+__global__ void form_z_kernel(WgChainStage* images) {
+  const int d = int(blockIdx.x), prev = (d + kData - 1) % kData;
+  const WgChainStage& kp = images[prev];
+  WgChainStage& im = images[d];
+  for (int i = int(threadIdx.x); i < kC * kC; i += int(blockDim.x)) {
+    const int j = i / kC, r = i % kC;
+    float sum = 0.f;
+    for (int key = 0; key < kK; ++key) {
+      const float kv = __bfloat162float(__ushort_as_bfloat16(kp.k[Swizzle128At<kC>::at(r, key)]));
+      const float wv = __half2float(__ushort_as_half(im.tiles.w_neg[KMajorAt<kK>::plain(j, key)]));
+      sum += kv * wv;
+    }
+    im.tiles.p_lo[KMajorAt<kC>::plain(j, r)] = __half_as_ushort(__float2half_rn(kp.tiles.k_f[r] * sum));
+  }
+}
+
+// ---- host
+
+uint16_t to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+uint16_t to_f16(float x) { return __half_as_ushort(__float2half_rn(x)); }
+
+struct Result {
+  double us_per_step = 0;
+  int regs = 0, spill = 0;
+  std::vector<float> S, checksum;
+};
+
+template <class Kernel>
+Result run(Kernel kernel, const WgChainStage* images) {
+  Result r;
+  cudaFuncAttributes fa{};
+  CK(cudaFuncGetAttributes(&fa, kernel));
+  r.regs = fa.numRegs;
+  r.spill = int(fa.localSizeBytes);
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLabSmemBytes)));
+  Outputs out{};
+  CK(cudaMalloc(&out.S, size_t(kHeads) * 64 * kK * 4));
+  CK(cudaMalloc(&out.checksum, size_t(kHeads) * kWorkers * 4));
+  CK(cudaMalloc(&out.o, size_t(kHeads) * 2 * kC * 64 * 2));
+  float* s0 = nullptr;
+  CK(cudaMalloc(&s0, size_t(kHeads) * 64 * kK * 4));
+  CK(cudaMemset(s0, 0, size_t(kHeads) * 64 * kK * 4));
+  out.S0 = s0;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i <= kRuns; ++i) {
+    CK(cudaEventRecord(e0));
+    kernel<<<kHeads, kLabThreads, kLabSmemBytes>>>(images, out);
+    CK(cudaGetLastError());
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (i > 0) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  r.us_per_step = 1e3 * ms[ms.size() / 2] / kChunks;
+  r.S.resize(size_t(kHeads) * 64 * kK);
+  r.checksum.resize(size_t(kHeads) * kWorkers);
+  CK(cudaMemcpy(r.S.data(), out.S, r.S.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(r.checksum.data(), out.checksum, r.checksum.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaFree(out.S));
+  CK(cudaFree(out.checksum));
+  CK(cudaFree(out.o));
+  CK(cudaFree(s0));
+  return r;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+}  // namespace
+
+int main() {
+  std::mt19937 rng(20261203);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<WgChainStage> images(kData);
+  for (WgChainStage& im : images) {
+    std::memset(&im, 0, sizeof(im));
+    for (int i = 0; i < kC * kK; ++i) {
+      im.q[i] = to_bf16(normal(rng));
+      im.k[i] = to_bf16(normal(rng) / std::sqrt(float(kK)));  // rows of about unit norm
+      im.tiles.w_neg[i] = to_f16(0.005f * normal(rng));  // the state map contracts: no range steps
+    }
+    for (int i = 0; i < kC * kC; ++i) im.tiles.p_hi[i] = to_f16(0.1f * normal(rng));
+    for (int t = 0; t < kC; ++t) im.tiles.G[t] = -0.01f * float(t + 1);
+    for (int t = 0; t < kC; ++t) {
+      im.tiles.q_f[t] = std::exp(im.tiles.G[t]) / std::sqrt(float(kK));
+      im.tiles.k_f[t] = std::exp(im.tiles.G[kC - 1] - im.tiles.G[t]);
+    }
+    float* u = &im.u[0][0][0].x;
+    for (size_t i = 0; i < sizeof(im.u) / 4; ++i) u[i] = normal(rng);
+  }
+  WgChainStage* d_images = nullptr;
+  CK(cudaMalloc(&d_images, sizeof(WgChainStage) * kData));
+  CK(cudaMemcpy(d_images, images.data(), sizeof(WgChainStage) * kData, cudaMemcpyHostToDevice));
+  form_z_kernel<<<kData, 256>>>(d_images);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
+  std::printf("gdn_chain_ahead_lab: %d CTAs x %d chunk steps (C = %d, K = %d, 64 state rows a CTA: the split "
+              "form's wgmma chain)\n", kHeads, kChunks, kC, kK);
+  const Result today = run(chain_today_kernel, d_images);
+  const Result ahead = run(chain_ahead_kernel, d_images);
+  std::printf("today (the library's step):  %7.3f us a step, %d registers, %d bytes spilled\n", today.us_per_step,
+              today.regs, today.spill);
+  std::printf("look-ahead step:             %7.3f us a step, %d registers, %d bytes spilled\n", ahead.us_per_step,
+              ahead.regs, ahead.spill);
+  const double ds = rel_l2(ahead.S, today.S), dc = rel_l2(ahead.checksum, today.checksum);
+  double norm = 0;
+  for (float x : today.S) norm += double(x) * x;
+  std::printf("look-ahead / today: %.3f; final states rel L2 %.2e (||S|| = %.3e), output sums %.2e\n",
+              ahead.us_per_step / today.us_per_step, ds, std::sqrt(norm), dc);
+  const bool ok = std::isfinite(ds) && std::isfinite(dc) && ds < 2e-2 && dc < 2e-2;
+  std::printf("%s\n", ok ? "PASS: the two steps agree" : "FAIL: the steps disagree");
+  return ok ? 0 : 1;
+}
