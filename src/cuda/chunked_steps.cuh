@@ -460,13 +460,14 @@ __device__ __forceinline__ int p_at(int i, int j, int g, int q) {
   return L::P::at(g, 2 * q) + L::P::at(i - g, j - 2 * q);
 }
 
-// A warp's [16 rows from i0, 32 columns from j0] block of P above the diagonal: zeros.
-template <class L>
+// A warp's [16 rows from i0, 32 columns from j0] block of P above the diagonal: zeros (kLo false:
+// to p_hi alone, for a P of one f16 value).
+template <class L, bool kLo = true>
 __device__ __forceinline__ void store_zero_p(int i0, int j0, int lane, uint16_t* p_hi, uint16_t* p_lo) {
   const int g = lane >> 2, q = lane & 3;
   for_each_fragment_pair(i0, j0, lane, [&](int, int, int i, int j) {
     *reinterpret_cast<uint32_t*>(&p_hi[p_at<L>(i, j, g, q)]) = 0u;
-    *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = 0u;
+    if constexpr (kLo) *reinterpret_cast<uint32_t*>(&p_lo[p_at<L>(i, j, g, q)]) = 0u;
   });
 }
 

@@ -279,15 +279,17 @@ __device__ __forceinline__ void wgmma_key_products_issue(const Sm& s, int buf, i
   wgmma_commit();
 }
 // P goes to p_hi, p_lo in CoreTiles::P's layout (the fused kernel's tiles, or the prepared chunk);
-// kPHalf, p_absmax: store_key_block's.
-template <class M, bool kPHalf = false, class Sm>
+// kPHalf, p_absmax: store_key_block's; kLoZeros: its zero blocks above the diagonal also to p_lo
+// (with kPHalf nothing reads them: the head-group prepare instance skips them; the one-head
+// instance writes them, as ptxas serialised its wgmma without those stores, C7511).
+template <class M, bool kPHalf = false, bool kLoZeros = true, class Sm>
 __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int lane, const float (&kk)[4][4],
                                                          const float (&qk)[4][4], uint16_t* p_hi, uint16_t* p_lo,
                                                          const float* G, const float* beta, float p_scale = 1.f,
                                                          float* p_absmax = nullptr) {
   const int i0 = 16 * (warp & 3), j0 = 32 * (warp >> 2);
   if (j0 > i0 + 15)
-    store_zero_p<CoreTiles>(i0, j0, lane, p_hi, p_lo);
+    store_zero_p<CoreTiles, kLoZeros>(i0, j0, lane, p_hi, p_lo);
   else
     store_key_products<M, CoreTiles, kPHalf>(s, i0, j0, lane, kk, qk, p_hi, p_lo, G, beta, p_scale, p_absmax);
 }
