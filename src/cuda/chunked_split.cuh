@@ -1096,37 +1096,39 @@ bool wgmma_chain_runs() {
 }
 
 // S_start(m + 1) = S_start(m) A_m + R_m for m = 1 .. segments - 2, in f32: one CTA per
-// (sequence, value head, block of kCombineRows = 16 state rows), the segments in order. The k
-// sum is cut in four quarters of 32: thread t (of 512) takes quarter t / 128 and a 4 x 4 block
-// of outputs, rows [4 (t % 128 / 32), +4) x columns [4 (t % 32), +4): per k one float4 of A_m
-// (the warp's 512 contiguous bytes) and one broadcast float4 of S^T, 16 FMA; quarter 0 adds the
+// (sequence, value head, block of kCombineRows = 8 state rows), the segments in order. The k
+// sum is cut in kCombineKParts = 4 parts of 32: thread t (of 256) takes part t / 64 and a 4 x 4
+// block of outputs, rows [4 (t % 64 / 32), +4) x columns [4 (t % 32), +4): per k one float4 of
+// A_m (the warp's 512 contiguous bytes) and one broadcast float4 of S^T, 16 FMA; part 0 adds the
 // other three's partial sums (shared memory) and R_m. A_m + 1 (cp.async into the second of two
 // buffers) and R_m + 1 are in flight while A_m is applied: only S's own dependence is serial.
 // (Measured for 2/8's seven steps: 69 us with 8 outputs a thread from three loads a k, 24.5 us
-// with the 4 x 4 blocks over all of k, 21.7 us with the quarters; two A matrices ahead in three
-// buffers measured 23.2.)
-inline constexpr int kCombineThreads = 512;
-inline constexpr int kCombineQuarters = 4;  // of the k sum
+// with the 4 x 4 blocks over all of k, 21.7 us with the parts, 16 rows a CTA of 512 threads;
+// two A matrices ahead in three buffers measured 23.2. 2/8 has N Hv = 8: 16 rows a CTA left 68
+// of the 132 SMs idle and each CTA's 16 warps issue-bound on their FMA.)
+inline constexpr int kCombineKParts = 4;  // of the k sum
+inline constexpr int kCombinePartThreads = (kCombineRows / 4) * (kK / 4);  // a 4 x 4 block each
+inline constexpr int kCombineThreads = kCombineKParts * kCombinePartThreads;
 struct CombineSmem {
-  float A[2][kK][kK];                                    // A_m in A[m % 2]
-  float St[kK][kCombineRows];                            // S_start(m)^T of the block's rows
-  float partial[kCombineQuarters - 1][kCombineRows][kK];  // quarters 1..3's sums
+  float A[2][kK][kK];                                  // A_m in A[m % 2]
+  float St[kK][kCombineRows];                          // S_start(m)^T of the block's rows
+  float partial[kCombineKParts - 1][kCombineRows][kK];  // parts 1.. 's sums
 };
 inline constexpr size_t kCombineSmemBytes = sizeof(CombineSmem);
 static_assert(kCombineSmemBytes <= 227 * 1024, "the combine's block fits Hopper's opt-in shared memory");
-static_assert(kCombineThreads == kCombineQuarters * (kCombineRows / 4) * (kK / 4), "4 x 4 outputs a thread and quarter");
+static_assert(kCombineRows % 4 == 0 && kCombineThreads <= 1024, "4 x 4 outputs a thread and part");
 
 template <class M>  // (one copy per input dtype's translation unit; M is not used)
 __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const __grid_constant__ ChunkParams p) {
   extern __shared__ float4 combine_smem[];
   CombineSmem& s = *reinterpret_cast<CombineSmem*>(combine_smem);
-  const int tid = threadIdx.x, quarter = tid / 128, t = tid % 128;
+  const int tid = threadIdx.x, part = tid / kCombinePartThreads, t = tid % kCombinePartThreads;
   const int rb = int(blockIdx.x % (kV / kCombineRows));
   const int64_t sequence_head = blockIdx.x / (kV / kCombineRows);
   const int64_t n = sequence_head / p.Hv;
   const int h = int(sequence_head % p.Hv);
-  const int r0 = 4 * (t / 32), c0 = 4 * (t % 32);  // the thread's rows and columns of the block
-  const int k0 = quarter * (kK / kCombineQuarters);
+  const int r0 = 4 * (t / (kK / 4)), c0 = 4 * (t % (kK / 4));  // the thread's rows and columns of the block
+  const int k0 = part * (kK / kCombineKParts);
   const int64_t rows = int64_t(rb) * kCombineRows * kK;  // the block's first element
   const auto load_a = [&](int m) {  // A_m into A[m % 2], one group
     const float4* a = reinterpret_cast<const float4*>(seg_state(p, n, m, h, kSegA));
@@ -1142,7 +1144,7 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
 
   if (p.segments < 3) return;
   load_a(1);
-  if (quarter == 0) {  // S_start(1)'s rows, transposed
+  if (part == 0) {  // S_start(1)'s rows, transposed
     const float* s1 = seg_state(p, n, 1, h, kSegStart) + rows;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -1151,7 +1153,7 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
     }
   }
   float4 rv[4] = {};
-  if (quarter == 0) load_r(1, rv);
+  if (part == 0) load_r(1, rv);
   for (int m = 1; m + 1 < p.segments; ++m) {
     const bool ahead = m + 2 < p.segments;  // A_m + 1 is used too
     if (ahead) load_a(m + 1);
@@ -1160,12 +1162,12 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
     else
       cp_async_wait<0>();
     __syncthreads();  // A_m and S_start(m) are in shared memory
-    float acc[4][4];  // [row r0 + i][column c0 + e]: the quarter's sum (quarter 0: plus R_m)
+    float acc[4][4];  // [row r0 + i][column c0 + e]: the part's sum (part 0: plus R_m)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[i][0] = rv[i].x, acc[i][1] = rv[i].y, acc[i][2] = rv[i].z, acc[i][3] = rv[i].w;
     const float (*a)[kK] = s.A[m & 1];
 #pragma unroll 8
-    for (int k = k0; k < k0 + kK / kCombineQuarters; ++k) {
+    for (int k = k0; k < k0 + kK / kCombineKParts; ++k) {
       const float4 sk = *reinterpret_cast<const float4*>(&s.St[k][r0]);  // rows r0 .. r0 + 3 at k
       const float4 ak = *reinterpret_cast<const float4*>(&a[k][c0]);
       const float sv[4] = {sk.x, sk.y, sk.z, sk.w}, av[4] = {ak.x, ak.y, ak.z, ak.w};
@@ -1174,15 +1176,15 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][e] += sv[i] * av[e];
     }
-    if (quarter > 0) {
+    if (part > 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        *reinterpret_cast<float4*>(&s.partial[quarter - 1][r0 + i][c0]) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+        *reinterpret_cast<float4*>(&s.partial[part - 1][r0 + i][c0]) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     }
-    __syncthreads();  // every quarter's sum is formed (so S^T and A[m % 2] are read)
-    if (quarter == 0) {
+    __syncthreads();  // every part's sum is formed (so S^T and A[m % 2] are read)
+    if (part == 0) {
 #pragma unroll
-      for (int w = 0; w < kCombineQuarters - 1; ++w)
+      for (int w = 0; w < kCombineKParts - 1; ++w)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const float4 x = *reinterpret_cast<const float4*>(&s.partial[w][r0 + i][c0]);

@@ -433,7 +433,7 @@ enum SegState { kSegR = 0, kSegA = 1, kSegStart = 2, kSegStates = 3 };
 inline constexpr int kMaxSegments = 64;
 
 // The combine kernel's CTAs: one per (sequence, value head, block of kCombineRows state rows).
-inline constexpr int kCombineRows = 16;
+inline constexpr int kCombineRows = 8;
 
 // Chain CTAs of pass 1 per (sequence, value head, row block): segment 0 and two per middle one.
 constexpr int pass1_runs(int segments) { return segments < 2 ? 1 : 1 + 2 * (segments - 2); }
