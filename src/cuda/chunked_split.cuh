@@ -324,8 +324,8 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       if (i > 0) __syncthreads();  // the head's G and beta (kGateWarp, the head before's end)
       wgmma_wait<0>();
       float p_absmax = 0.f;
-      wgmma_key_products_store<M, true, !kGroup>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta, 1.f,
-                                        &p_absmax);
+      wgmma_key_products_store<M, true, !kGroup>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta,
+                                                 1.f, &p_absmax);
       if (!p.l2norm) {
         p_absmax = warp_max(p_absmax);
         if (lane == 0) p_max[warp] = p_absmax;
@@ -333,8 +333,8 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       __syncthreads();  // m is complete
       p_exp = p.l2norm ? 0 : prepared_p_exponent(p_max);
       if (p_exp != 0) {  // (CTA-uniform) P again at 2^-p_exp (m again too: the same values)
-        wgmma_key_products_store<M, true, !kGroup>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta,
-                                          pow2(-p_exp), &p_absmax);
+        wgmma_key_products_store<M, true, !kGroup>(s, warp, lane, kk, qk, out.tiles.p_hi, out.tiles.p_lo, s.G,
+                                                   s.beta, pow2(-p_exp), &p_absmax);
         __syncthreads();
       }
       if (tid == 0) out.tiles.p_exp = p_exp;
