@@ -31,6 +31,7 @@
 #include <random>
 #include <vector>
 
+#include "chain_lab_common.h"
 #include "cuda/chunked_wgmma.cuh"
 #include "cuda/tma.cuh"
 
@@ -45,15 +46,6 @@ constexpr int kData = 8;      // distinct chunk images
 constexpr int kRuns = 5;
 constexpr int kWorkers = 128;               // the warpgroup
 constexpr int kLabThreads = kWorkers + 32;  // and the copier warp
-
-#define CK(x)                                                                                    \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-      std::exit(2);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 struct LabSmem {
   WgChainStage stage[2];
@@ -92,21 +84,24 @@ __device__ __forceinline__ void issue_stage(LabSmem& s, const WgChainStage* imag
   bulk_load(&st.u[0][0][0], &im.u[0][0][0], sizeof(st.u), &s.full[b]);
 }
 
-// o of the step (O^T, the warp's 16 rows) staged and stored by a bulk copy, as the chain does.
-__device__ __forceinline__ void store_o(LabSmem& s, const Outputs& out, int buf, const float (&O)[8][4], int tid,
-                                        int warp, int lane, float& checksum) {
+// o of the step (O^T, the warp's 16 rows, at 2^-sigma) staged and stored by a bulk copy, as the chain does.
+__device__ __forceinline__ void store_o(LabSmem& s, const Outputs& out, int buf, const float (&O)[8][4], int sigma,
+                                        int tid, int warp, int lane, float& checksum) {
   uint16_t* o_stage = s.o_stage[buf];
   if (tid == 0) bulk_wait_read<1>();  // the store of two steps ago has read o_stage[buf]
   named_barrier(1, kWorkers);
-  stage_o_stmatrix<M>(o_stage, O, 1.f, warp, lane);
+  const float scale = pow2(sigma);  // O at 2^-sigma
+  stage_o_stmatrix<M>(o_stage, O, scale, warp, lane);
   fence_shared_for_wgmma();
   named_barrier(1, kWorkers);
   if (tid == 0) {
     bulk_store(out.o + (size_t(blockIdx.x) * 2 + buf) * kC * 64, o_stage, kC * 64 * 2);
     bulk_commit();
   }
+  float sum = 0.f;
 #pragma unroll
-  for (int t = 0; t < 8; ++t) checksum += O[t][0] + O[t][1] + O[t][2] + O[t][3];
+  for (int t = 0; t < 8; ++t) sum += O[t][0] + O[t][1] + O[t][2] + O[t][3];
+  checksum += scale * sum;
 }
 
 __device__ __forceinline__ void store_final(const Outputs& out, const float (&S)[16][4], int sigma, int warp,
@@ -123,6 +118,40 @@ __device__ __forceinline__ void store_final(const Outputs& out, const float (&S)
   }
 }
 
+// The dynamic shared memory from its first 1024-byte boundary (the swizzled tiles').
+__device__ __forceinline__ LabSmem& lab_smem() {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  return *reinterpret_cast<LabSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+}
+
+// Both kernels' start: the stage barriers, then the copier warp's loop (chunk c + 1 into the
+// other stage once the step-c barrier has freed it); true for the copier, which is then done.
+template <bool kWithZ>
+__device__ __forceinline__ bool run_copier(LabSmem& s, const WgChainStage* images) {
+  const int tid = int(threadIdx.x), lane = tid & 31, h = int(blockIdx.x);
+  if (tid == 0) {
+    mbarrier_init(&s.full[0], 1);
+    mbarrier_init(&s.full[1], 1);
+    fence_mbarrier_init();
+  }
+  named_barrier(2, kLabThreads);
+  if (tid < kWorkers) return false;
+  if (lane == 0) issue_stage<kWithZ>(s, images, h % kData, 0);
+  for (int c = 0; c < kChunks; ++c) {
+    named_barrier(2, kLabThreads);
+    if (lane == 0 && c + 1 < kChunks) issue_stage<kWithZ>(s, images, (c + 1 + h) % kData, (c + 1) & 1);
+  }
+  return true;
+}
+
+// Both kernels' end: o's stores complete, the final state and the output sums out.
+__device__ __forceinline__ void finish_run(const Outputs& out, const float (&S)[16][4], int sigma, float checksum) {
+  const int tid = int(threadIdx.x);
+  if (tid == 0) bulk_wait_all<false>();
+  store_final(out, S, sigma, tid >> 5, tid & 31);
+  out.checksum[blockIdx.x * kWorkers + tid] = checksum;
+}
+
 __device__ __forceinline__ ChainTiles chain_tiles(const WgChainStage& st) {
   return ChainTiles{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
 }
@@ -133,24 +162,9 @@ __device__ __forceinline__ ChainTiles chain_tiles(const WgChainStage& st) {
 
 __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgChainStage* images, Outputs out) {
 #if GDN_CHUNKED_WGMMA
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  LabSmem& s = *reinterpret_cast<LabSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, h = int(blockIdx.x);
-  const bool copier = tid >= kWorkers;
-  if (tid == 0) {
-    mbarrier_init(&s.full[0], 1);
-    mbarrier_init(&s.full[1], 1);
-    fence_mbarrier_init();
-  }
-  named_barrier(2, kLabThreads);
-  if (copier) {
-    if (lane == 0) issue_stage<false>(s, images, h % kData, 0);
-    for (int c = 0; c < kChunks; ++c) {
-      named_barrier(2, kLabThreads);
-      if (lane == 0 && c + 1 < kChunks) issue_stage<false>(s, images, (c + 1 + h) % kData, (c + 1) & 1);
-    }
-    return;
-  }
+  LabSmem& s = lab_smem();
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  if (run_copier<false>(s, images)) return;
   float S[16][4] = {};
   int sigma = 0;
   float checksum = 0.f;
@@ -173,13 +187,10 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgCha
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
     wgmma_chain_outputs_half<M, true, 4>(ct, lane, S, D, O, sigma, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
-    scale_tiles(O, pow2(sigma));
-    store_o(s, out, buf, O, tid, warp, lane, checksum);
+    store_o(s, out, buf, O, sigma, tid, warp, lane, checksum);
     wgmma_wait<0>();
   }
-  if (tid == 0) bulk_wait_all<false>();
-  store_final(out, S, sigma, warp, lane);
-  out.checksum[h * kWorkers + tid] = checksum;
+  finish_run(out, S, sigma, checksum);
 #else
   (void)images, (void)out;
 #endif
@@ -212,25 +223,10 @@ __device__ __forceinline__ void issue_d_products(const WgChainStage& st, float (
 
 __global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const WgChainStage* images, Outputs out) {
 #if GDN_CHUNKED_WGMMA
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  LabSmem& s = *reinterpret_cast<LabSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, h = int(blockIdx.x);
+  LabSmem& s = lab_smem();
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int q = lane & 3;
-  const bool copier = tid >= kWorkers;
-  if (tid == 0) {
-    mbarrier_init(&s.full[0], 1);
-    mbarrier_init(&s.full[1], 1);
-    fence_mbarrier_init();
-  }
-  named_barrier(2, kLabThreads);
-  if (copier) {  // as today's: chunk c + 1 once the step-c barrier has freed its stage
-    if (lane == 0) issue_stage<true>(s, images, h % kData, 0);
-    for (int c = 0; c < kChunks; ++c) {
-      named_barrier(2, kLabThreads);
-      if (lane == 0 && c + 1 < kChunks) issue_stage<true>(s, images, (c + 1 + h) % kData, (c + 1) & 1);
-    }
-    return;
-  }
+  if (run_copier<true>(s, images)) return;
   float S[16][4];  // S_c at 2^-sigma, from the start state
   {
     const int g = lane >> 2;
@@ -348,13 +344,10 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const WgCha
     if (c + 1 < kChunks) mbarrier_wait(&s.full[next], uint32_t((c + 1) >> 1) & 1u);
     issue_d_products(s.stage[next], D, sd, df);
     wgmma_wait<1>();  // D^T P^T and the state update are done; D's products run on
-    scale_tiles(O, pow2(sigma));
-    store_o(s, out, buf, O, tid, warp, lane, checksum);
+    store_o(s, out, buf, O, sigma, tid, warp, lane, checksum);
   }
   wgmma_wait<0>();
-  if (tid == 0) bulk_wait_all<false>();
-  store_final(out, S, sigma, warp, lane);
-  out.checksum[h * kWorkers + tid] = checksum;
+  finish_run(out, S, sigma, checksum);
 #else
   (void)images, (void)out;
 #endif
@@ -381,12 +374,8 @@ __global__ void form_z_kernel(WgChainStage* images) {
 
 // ---- host
 
-uint16_t to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
+using chain_lab::rel_l2;
+using chain_lab::to_bf16;
 uint16_t to_f16(float x) { return __half_as_ushort(__float2half_rn(x)); }
 
 struct Result {
@@ -411,22 +400,7 @@ Result run(Kernel kernel, const WgChainStage* images) {
   CK(cudaMalloc(&s0, size_t(kHeads) * 64 * kK * 4));
   CK(cudaMemset(s0, 0, size_t(kHeads) * 64 * kK * 4));
   out.S0 = s0;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i <= kRuns; ++i) {
-    CK(cudaEventRecord(e0));
-    kernel<<<kHeads, kLabThreads, kLabSmemBytes>>>(images, out);
-    CK(cudaGetLastError());
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    if (i > 0) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  r.us_per_step = 1e3 * ms[ms.size() / 2] / kChunks;
+  r.us_per_step = 1e3 * chain_lab::median_launch_ms([&] { kernel<<<kHeads, kLabThreads, kLabSmemBytes>>>(images, out); }, kRuns) / kChunks;
   r.S.resize(size_t(kHeads) * 64 * kK);
   r.checksum.resize(size_t(kHeads) * kWorkers);
   CK(cudaMemcpy(r.S.data(), out.S, r.S.size() * 4, cudaMemcpyDeviceToHost));
@@ -436,15 +410,6 @@ Result run(Kernel kernel, const WgChainStage* images) {
   CK(cudaFree(out.o));
   CK(cudaFree(s0));
   return r;
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <random>
 #include <vector>
 
+#include "chain_lab_common.h"
 #include "cuda/chunked_steps.cuh"
 
 namespace {
@@ -40,15 +41,6 @@ constexpr int kHeads = 128;   // CTAs: one wave on 132 SMs, as 4 x 8192 at Hv = 
 constexpr int kChunks = 128;  // chunk steps per CTA (8192 tokens)
 constexpr int kData = 8;      // distinct prepared chunks, head h at step c takes (c + h) % kData
 constexpr int kRuns = 5;
-
-#define CK(x)                                                                                    \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-      std::exit(2);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 // The prepared chunks in global memory, dense row-major.
 struct Prepared {
@@ -517,18 +509,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) chain_ws_kernel(const Prepared 
 
 // ---- host
 
-uint16_t to_bf16(float x) {  // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-float from_bf16(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+using chain_lab::from_bf16;
+using chain_lab::rel_l2;
+using chain_lab::to_bf16;
 
 template <class T>
 T* upload(const std::vector<T>& v) {
@@ -557,22 +540,7 @@ Result run(Kernel kernel, size_t smem, const Prepared& in, int mode = 0, int thr
   out.offset = offset;
   CK(cudaMalloc(&out.S, size_t(kHeads) * kV * kK * 4));
   CK(cudaMalloc(&out.checksum, size_t(kHeads) * kThreads * 4));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i <= kRuns; ++i) {  // the first launch warms up
-    CK(cudaEventRecord(e0));
-    kernel<<<kHeads, threads, smem>>>(in, out);
-    CK(cudaGetLastError());
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    if (i > 0) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  r.us_per_step = 1e3 * ms[ms.size() / 2] / kChunks;
+  r.us_per_step = 1e3 * chain_lab::median_launch_ms([&] { kernel<<<kHeads, threads, smem>>>(in, out); }, kRuns) / kChunks;
   r.S.resize(size_t(kHeads) * kV * kK);
   r.checksum.resize(size_t(kHeads) * kThreads);
   CK(cudaMemcpy(r.S.data(), out.S, r.S.size() * 4, cudaMemcpyDeviceToHost));
@@ -580,15 +548,6 @@ Result run(Kernel kernel, size_t smem, const Prepared& in, int mode = 0, int thr
   CK(cudaFree(out.S));
   CK(cudaFree(out.checksum));
   return r;
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 }  // namespace
