@@ -32,6 +32,8 @@
 #              descriptors wgmma reads as the chain kernel would use it (seconds);
 #   chainlab   (not in the default list) bench/chain_lab.cu: the chain step on mma.sync (the
 #              library's functions) against wgmma with the state as accumulators (seconds);
+#   aheadlab   (not in the default list) bench/chain_ahead_lab.cu: the split form's wgmma chain
+#              step (the library's functions) against a step that looks one chunk ahead (seconds);
 #   compare    (not in the default list) same-run timings, no peer, of the packed build and every
 #              build added with --add-lib, alternating, COMPARE_REPEATS times (default 2), on
 #              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536), COMPARE_LIBS the
@@ -88,7 +90,7 @@ if [ "${1:-}" = "--pack" ]; then
   rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
   if [ "${2:-}" = "--slim" ]; then
     cp -L "$B"/bin/gdn "$B"/bin/cuda_chunked_test "$B"/bin/cuda_inverse_blocks_test .devbuild/bin/
-    cp -L "$B"/bin/gdn_*_lab .devbuild/bin/ 2>/dev/null  # small; phases wgmma, chainlab, coresidence
+    cp -L "$B"/bin/gdn_*_lab .devbuild/bin/ 2>/dev/null  # small; phases wgmma, chainlab, aheadlab, coresidence
   else
     cp -L "$B"/bin/* .devbuild/bin/  # gdn_decode_lab among them when built with GDN_CUDA
     [ -x .devbuild/bin/gdn_decode_lab ] || echo "note: $B/bin/gdn_decode_lab not built (phase lab needs it)"
@@ -293,6 +295,7 @@ run_lab() {
 has lab && run_lab lab "decode lab" 150 "$BIN/gdn_decode_lab"
 has wgmma && run_lab wgmma "wgmma lab" 60 "$BIN/gdn_wgmma_lab"
 has chainlab && run_lab chain "chain lab" 60 "$BIN/gdn_chain_lab"
+has aheadlab && run_lab ahead "chain look-ahead lab" 60 "$BIN/gdn_chain_ahead_lab"
 if has hostcost; then  # each build in HOSTCOST_LIBS (default the packed one), alternating, HOSTCOST_REPEATS times
   for r in $(seq 1 "${HOSTCOST_REPEATS:-1}"); do
     for d in $(builds "${HOSTCOST_LIBS:-lib}"); do
