@@ -814,11 +814,14 @@ __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp,
       L[nt][2 * h] = v.x, L[nt][2 * h + 1] = v.y;
       within = within && fabsf(v.x) <= 1.f && fabsf(v.y) <= 1.f;
     }
-  if (!__all_sync(0xffffffffu, within)) {  // (warp-uniform)
+  const auto substitute = [&] {  // the block by the f32 substitution instead
     if constexpr (kCalledFallback)
       invert_diagonal_blocks_called<kInPlace>(s.m, s.x, warp, lane);
     else
       invert_diagonal_blocks<kInPlace, false>(s, warp, lane);
+  };
+  if (!__all_sync(0xffffffffu, within)) {  // (warp-uniform)
+    substitute();
     return;
   }
   uint32_t a[4], b[2][2];
@@ -862,10 +865,7 @@ __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp,
   }
   if constexpr (kCheckPowers) {
     if (!__all_sync(0xffffffffu, power_max <= kDoublingPowerLimit)) {  // X is not stored (warp-uniform)
-      if constexpr (kCalledFallback)
-        invert_diagonal_blocks_called<kInPlace>(s.m, s.x, warp, lane);
-      else
-        invert_diagonal_blocks<kInPlace, false>(s, warp, lane);
+      substitute();
       return;
     }
   }
