@@ -468,26 +468,29 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
 // then_issue(): the caller's next products, issued once D is complete (with kOutputs, behind
 // D^T P^T, so that the tensor pipe goes on without a gap); the function returns with its
 // kLeftInFlight groups still in flight (wgmma_state_update's 4) and O complete.
-template <class M, bool kOutputs = true, int kLeftInFlight = 0, class ThenIssue = NoWork>
+template <class M, bool kOutputs = true, int kLeftInFlight = 0, int kFragDepth = 2, class ThenIssue = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                          float (&D)[8][4], float (&O)[8][4], int& sigma,
                                                          ThenIssue&& then_issue = NoWork{}) {
   constexpr bool kSame = std::is_same_v<M, MmaF16>;  // f16 inputs: one fragment serves both
   const int q = lane & 3;
-  uint32_t a[2][2][4];  // k-step parity; S in f16, S in M's type
+  constexpr int kF = kFragDepth;  // fragment sets in flight: a k step reuses set ks % kF once
+                                  // the products that read it (k step ks - kF) are done
+  static_assert(kF >= 2 && kF <= 8 && (kF & (kF - 1)) == 0, "fragment depth");
+  uint32_t a[kF][2][4];  // S in f16, S in M's type
 #pragma unroll
   for (int ks = 0; ks < kK / 16; ++ks) {
-    if (ks >= 2) wgmma_wait<1>();
-    acc_to_a<MmaF16>(S, ks, a[ks & 1][0]);
-    if constexpr (kOutputs && !kSame) acc_to_a<M>(S, ks, a[ks & 1][1]);
+    if (ks >= kF) wgmma_wait<kF - 1>();
+    acc_to_a<MmaF16>(S, ks, a[ks % kF][0]);
+    if constexpr (kOutputs && !kSame) acc_to_a<M>(S, ks, a[ks % kF][1]);
     wgmma_fence();
-    wgmma_64<MmaF16>(D, a[ks & 1][0], k_major_desc<kK>(ct.w_neg, 16 * ks));
+    wgmma_64<MmaF16>(D, a[ks % kF][0], k_major_desc<kK>(ct.w_neg, 16 * ks));
     if constexpr (kOutputs) {
       const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
       if (ks == 0)
-        wgmma_64<M, false>(O, a[ks & 1][kSame ? 0 : 1], qd);  // O^T's first sums: no zeroing moves
+        wgmma_64<M, false>(O, a[ks % kF][kSame ? 0 : 1], qd);  // O^T's first sums: no zeroing moves
       else
-        wgmma_64<M>(O, a[ks & 1][kSame ? 0 : 1], qd);
+        wgmma_64<M>(O, a[ks % kF][kSame ? 0 : 1], qd);
     }
     wgmma_commit();
   }
@@ -499,10 +502,11 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
     scale_token_columns(O, qf);
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {  // P's zero blocks above the diagonal multiplied too
-      if (ks >= 2) wgmma_wait<1>();
-      acc_to_a<MmaF16>(D, ks, a[ks & 1][0]);
+      constexpr int kF2 = kF < 4 ? kF : 4;
+      if (ks >= kF2) wgmma_wait<kF2 - 1>();
+      acc_to_a<MmaF16>(D, ks, a[ks % kF2][0]);
       wgmma_fence();
-      wgmma_64<MmaF16>(O, a[ks & 1][0], k_major_desc<kC>(ct.p_hi, chain_token_block(ks)));
+      wgmma_64<MmaF16>(O, a[ks % kF2][0], k_major_desc<kC>(ct.p_hi, chain_token_block(ks)));
       wgmma_commit();
     }
     then_issue();
