@@ -34,6 +34,9 @@
 #              library's functions) against wgmma with the state as accumulators (seconds);
 #   aheadlab   (not in the default list) bench/chain_ahead_lab.cu: the split form's wgmma chain
 #              step (the library's functions) against a step that looks one chunk ahead (seconds);
+#   labprofile (not in the default list) Nsight Compute on one launch of the chain lab's kernel
+#              LABPROFILE_KERNEL (a regular expression, default chain_today: the library's step
+#              on L2-resident images): details, stall samples by stretch and the top instructions;
 #   compare    (not in the default list) same-run timings, no peer, of the packed build and every
 #              build added with --add-lib, alternating, COMPARE_REPEATS times (default 2), on
 #              COMPARE_CASES (default the fused cases, Hv 64 and 1 x 65536), COMPARE_LIBS the
@@ -354,6 +357,21 @@ if has profile; then
     "$P/details.txt" | head -20 >> "$SUMMARY"
   python3 scripts/ncu_regions.py "$P/source.csv" >> "$SUMMARY" 2>&1  # stall samples by stretch
   python3 scripts/ncu_regions.py --roles "$P/source.csv" >> "$SUMMARY" 2>&1  # by role, waits by barrier
+fi
+
+if has labprofile; then  # Nsight Compute on one launch of the chain lab's kernel LABPROFILE_KERNEL
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  P=$WORK/labprofile
+  mkdir -p "$P"
+  timeout 200 "$NCU" --clock-control none -k "regex:${LABPROFILE_KERNEL:-chain_today}" --launch-skip 1 --launch-count 1 \
+    --set full --import-source no -f -o /tmp/labprof "$BIN/gdn_chain_ahead_lab" > "$P/ncu.log" 2>&1
+  note "== lab profile (${LABPROFILE_KERNEL:-chain_today}): rc=$? ($(elapsed))"
+  "$NCU" --import /tmp/labprof.ncu-rep --page details > "$P/details.txt" 2>> "$P/ncu.log"
+  "$NCU" --import /tmp/labprof.ncu-rep --page source --csv --print-source sass > "$P/source.csv" 2>> "$P/ncu.log"
+  grep -E "Duration|Registers|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|Tensor|Shared|Eligible|Active Warps" \
+    "$P/details.txt" | head -24 >> "$SUMMARY"
+  python3 scripts/ncu_regions.py "$P/source.csv" >> "$SUMMARY" 2>&1
+  python3 scripts/ncu_regions.py --top 40 "$P/source.csv" >> "$SUMMARY" 2>&1
 fi
 
 tar czf "$FINAL/logs.tgz" -C "$WORK" . 2>/dev/null

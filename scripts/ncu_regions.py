@@ -7,6 +7,9 @@ its share, its top stall reasons and its most executed opcodes, which is how doc
 attributes a kernel's time to its steps.
     python3 scripts/ncu_regions.py F.csv
     python3 scripts/ncu_regions.py --roles F.csv
+--top N: the N instructions with the most samples instead, each with its top stall reasons and
+how often it issued (where a step's time sits, instruction by instruction).
+    python3 scripts/ncu_regions.py --top 30 F.csv
 --roles: a warp-specialised kernel's roles instead, its code cut at each unconditional EXIT
 (each role's code ends in one): each part's share of the samples and top stalls, then the waits
 at its block barriers. A warp waiting at a BAR.SYNC is sampled at the instruction after it (the
@@ -95,8 +98,22 @@ def roles(path):
                 print("  wait %5.1f%% at %05x %s" % (100.0 * wait / total, address, src))
 
 
+def top(path, count):
+    data, col, samples_col, stalls, total = read(path)
+    base = int(data[0][col["Address"]], 16)
+    ranked = sorted(data, key=lambda r: -int(r[samples_col] or 0))[:count]
+    for r in ranked:
+        n = int(r[samples_col] or 0)
+        st = collections.Counter({s: int(r[col[s]] or 0) for s in stalls})
+        reasons = ", ".join("%s %d" % (k.replace("stall_", ""), v) for k, v in st.most_common(3) if v)
+        print("%05x %5.2f%% x%-6s %-48s | %s" % (int(r[col["Address"]], 16) - base, 100.0 * n / total,
+                                             r[col["Instructions Executed"]], r[col["Source"]].strip()[:48], reasons))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--roles":
         roles(sys.argv[2])
+    elif sys.argv[1] == "--top":
+        top(sys.argv[3], int(sys.argv[2]))
     else:
         main(sys.argv[1])
