@@ -607,7 +607,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float O[8][4];  // O^T of the chunk: [16 value rows, C tokens]
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
-    wgmma_chain_outputs_half<M, true, 4>(ct, lane, S, D, O, sigma, [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
+    wgmma_chain_outputs_half<M, true, 4>(ct, lane, S, D, O, sigma, decay,
+                                         [&] { wgmma_state_update<M>(ct, lane, decay, S, D, a); });
     // o staged while the state update runs (chunk c - 1's TMA store has read the staging tile:
     // the copier's wait before the barrier after gate_inverse)
     uint16_t* o_stage = &s.o_stage[0][0];

@@ -468,10 +468,15 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
 // then_issue(): the caller's next products, issued once D is complete (with kOutputs, behind
 // D^T P^T, so that the tensor pipe goes on without a gap); the function returns with its
 // kLeftInFlight groups still in flight (wgmma_state_update's 4) and O complete.
-template <class M, bool kOutputs = true, int kLeftInFlight = 0, int kFragDepth = 2, class ThenIssue = NoWork>
+// kDecayEarly: S scaled by s_decay (the state update's gamma_C, which then skips it) once S's
+// last fragments are formed, while the first products run (in the state update its multiplies
+// stood between D^T P^T's issue and the update's, where the pipe ran dry). The fused kernel's
+// chain keeps the late form: at its 176 registers ptxas serialised its wgmma with the early one.
+template <class M, bool kOutputs = true, int kLeftInFlight = 0, int kFragDepth = 2, bool kDecayEarly = false,
+          class ThenIssue = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                          float (&D)[8][4], float (&O)[8][4], int& sigma,
-                                                         ThenIssue&& then_issue = NoWork{}) {
+                                                         float s_decay, ThenIssue&& then_issue = NoWork{}) {
   constexpr bool kSame = std::is_same_v<M, MmaF16>;  // f16 inputs: one fragment serves both
   const int q = lane & 3;
   constexpr int kF = kFragDepth;  // fragment sets in flight: a k step reuses set ks % kF once
@@ -494,6 +499,7 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
     }
     wgmma_commit();
   }
+  if constexpr (kDecayEarly) scale_tiles(S, s_decay);  // (S is no product's operand now: its fragments are)
   if constexpr (kOutputs) {
     float2 qf[8];  // read while the products run
     load_output_factors(ct, q, qf);
@@ -522,15 +528,15 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
 // scaling of S waited on them: Nsight Compute, the fused kernel).
 __device__ __forceinline__ float chunk_decay(const ChainTiles& ct) { return expf(ct.G[kC - 1]); }
 
-template <class M>
+// kScaleState false: S already holds gamma_C S (wgmma_chain_outputs_half's s_decay).
+template <class M, bool kScaleState = true>
 __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lane, float decay, float (&S)[16][4],
                                                    const float (&D)[8][4], uint32_t (&a)[4][2][4]) {
   const int q = lane & 3;
   float2 kf[8];  // the state factors of the lane's token columns, all read before the first wgmma
 #pragma unroll
   for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
-#pragma unroll
-  for (int t = 0; t < 16; ++t) S[t][0] *= decay, S[t][1] *= decay, S[t][2] *= decay, S[t][3] *= decay;
+  if constexpr (kScaleState) scale_tiles(S, decay);
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     float dd[2][4];  // D^T tiles 2 ks, 2 ks + 1, columns scaled by the state factors
