@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgCha
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
     wgmma_chain_outputs_half<M, true, 4, kFragDepth, true>(ct, lane, S, D, O, sigma, decay,
-                                                     [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); });
+                                                           [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); });
     store_o(s, out, buf, O, sigma, tid, warp, lane, checksum);
     wgmma_wait<0>();
   }

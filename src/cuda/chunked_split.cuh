@@ -991,7 +991,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       const float decay = chunk_decay(ct);
       uint32_t a[4][2][4];
       wgmma_chain_outputs_half<M, kOutputs, 4, 2, true>(ct, lane, S, D, O, sigma, decay,
-                                               [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); });
+                                                        [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); });
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
