@@ -30,6 +30,8 @@
 #              against the lab's register design and a copy of the same bytes (about a minute);
 #   wgmma      (not in the default list) bench/wgmma_lab.cu: which shared-memory layouts and
 #              descriptors wgmma reads as the chain kernel would use it (seconds);
+#   wgmmarate  (not in the default list) bench/wgmma_rate_lab.cu: cycles a wgmma of the chain
+#              step's shapes takes, for each B layout the chunked kernels use (seconds);
 #   chainlab   (not in the default list) bench/chain_lab.cu: the chain step on mma.sync (the
 #              library's functions) against wgmma with the state as accumulators (seconds);
 #   aheadlab   (not in the default list) bench/chain_ahead_lab.cu: the split form's wgmma chain
@@ -297,6 +299,7 @@ run_lab() {
 }
 has lab && run_lab lab "decode lab" 150 "$BIN/gdn_decode_lab"
 has wgmma && run_lab wgmma "wgmma lab" 60 "$BIN/gdn_wgmma_lab"
+has wgmmarate && run_lab wgmmarate "wgmma rate lab" 60 "$BIN/gdn_wgmma_rate_lab"
 has chainlab && run_lab chain "chain lab" 60 "$BIN/gdn_chain_lab"
 has aheadlab && run_lab ahead "chain look-ahead lab" 60 "$BIN/gdn_chain_ahead_lab"
 if has hostcost; then  # each build in HOSTCOST_LIBS (default the packed one), alternating, HOSTCOST_REPEATS times
