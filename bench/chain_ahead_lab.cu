@@ -19,6 +19,10 @@
 // ahead, stage o by stmatrix and store it by a bulk copy. The lab prints each kernel's time per
 // step and how far their final states and output sums are apart (Z's f16 rounding and the sums'
 // order: about 1e-3).
+// Then what bounds today's step (forty-eighth session): `o beside`, a second warpgroup taking the
+// output products, o's scaling and its store off the state's warpgroup (the same bits), and the
+// state's warpgroup with parts of its step dropped (wrong results); today's kernel on fewer SMs
+// and without Qc and Kc's copies (the L2's bandwidth, the copies).
 // Run: gdn_chain_ahead_lab (exit 0 if both ran and agree within 2e-2).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -51,7 +55,13 @@ struct LabSmem {
   WgChainStage stage[2];
   uint16_t o_stage[2][kC * 64];
   uint64_t full[2];
+  // the o-beside kernel's hand-over, warpgroup 0 -> 1, thread by thread: S's A fragments in M's
+  // type (8 k-steps), D's in f16 (4), each warp's sigma
+  uint4 s_frags[kK / 16][kWorkers];
+  uint4 d_frags[kC / 16][kWorkers];
+  int sigma[kWorkers / 32];
 };
+constexpr int kBesideThreads = 2 * kWorkers + 32;  // the o-beside kernel: two warpgroups and the copier
 constexpr size_t kLabSmemBytes = sizeof(LabSmem) + 1024;
 
 struct Outputs {
@@ -70,15 +80,20 @@ __device__ __forceinline__ void bulk_store(void* dst, const void* src, uint32_t 
 }
 
 // Chunk d's image into stage b (one thread): everything but P's lo half (today), or with it (Z).
-template <bool kWithZ>
-__device__ __forceinline__ void issue_stage(LabSmem& s, const WgChainStage* images, int d, int b) {
+// kLean (a timing probe, wrong results): Qc and Kc only for the first two chunks, the stage's
+// later copies without them (32 KB fewer a step).
+template <bool kWithZ, bool kLean = false>
+__device__ __forceinline__ void issue_stage(LabSmem& s, const WgChainStage* images, int d, int b, int c = 0) {
   WgChainStage& st = s.stage[b];
   const WgChainStage& im = images[d];
   constexpr uint32_t kHead = uint32_t(kWithZ ? offsetof(PreparedTiles, G) : offsetof(PreparedTiles, p_lo));
   constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
-  mbarrier_arrive_expect(&s.full[b], uint32_t(2 * sizeof(st.q) + kHead + kTail + sizeof(st.u)));
-  bulk_load(st.q, im.q, sizeof(st.q), &s.full[b]);
-  bulk_load(st.k, im.k, sizeof(st.k), &s.full[b]);
+  const bool qk = !kLean || c < 2;
+  mbarrier_arrive_expect(&s.full[b], uint32_t((qk ? 2 * sizeof(st.q) : 0) + kHead + kTail + sizeof(st.u)));
+  if (qk) {
+    bulk_load(st.q, im.q, sizeof(st.q), &s.full[b]);
+    bulk_load(st.k, im.k, sizeof(st.k), &s.full[b]);
+  }
   bulk_load(&st.tiles, &im.tiles, kHead, &s.full[b]);
   bulk_load(&st.tiles.G[0], &im.tiles.G[0], kTail, &s.full[b]);
   bulk_load(&st.u[0][0][0], &im.u[0][0][0], sizeof(st.u), &s.full[b]);
@@ -86,14 +101,14 @@ __device__ __forceinline__ void issue_stage(LabSmem& s, const WgChainStage* imag
 
 // o of the step (O^T, the warp's 16 rows, at 2^-sigma) staged and stored by a bulk copy, as the chain does.
 __device__ __forceinline__ void store_o(LabSmem& s, const Outputs& out, int buf, const float (&O)[8][4], int sigma,
-                                        int tid, int warp, int lane, float& checksum) {
+                                        int tid, int warp, int lane, float& checksum, int barrier = 1) {
   uint16_t* o_stage = s.o_stage[buf];
   if (tid == 0) bulk_wait_read<1>();  // the store of two steps ago has read o_stage[buf]
-  named_barrier(1, kWorkers);
+  named_barrier(barrier, kWorkers);
   const float scale = pow2(sigma);  // O at 2^-sigma
   stage_o_stmatrix<M>(o_stage, O, scale, warp, lane);
   fence_shared_for_wgmma();
-  named_barrier(1, kWorkers);
+  named_barrier(barrier, kWorkers);
   if (tid == 0) {
     bulk_store(out.o + (size_t(blockIdx.x) * 2 + buf) * kC * 64, o_stage, kC * 64 * 2);
     bulk_commit();
@@ -126,7 +141,7 @@ __device__ __forceinline__ LabSmem& lab_smem() {
 
 // Both kernels' start: the stage barriers, then the copier warp's loop (chunk c + 1 into the
 // other stage once the step-c barrier has freed it); true for the copier, which is then done.
-template <bool kWithZ>
+template <bool kWithZ, int kThreads = kLabThreads, bool kLean = false>
 __device__ __forceinline__ bool run_copier(LabSmem& s, const WgChainStage* images) {
   const int tid = int(threadIdx.x), lane = tid & 31, h = int(blockIdx.x);
   if (tid == 0) {
@@ -134,12 +149,12 @@ __device__ __forceinline__ bool run_copier(LabSmem& s, const WgChainStage* image
     mbarrier_init(&s.full[1], 1);
     fence_mbarrier_init();
   }
-  named_barrier(2, kLabThreads);
-  if (tid < kWorkers) return false;
+  named_barrier(2, kThreads);
+  if (tid < kThreads - 32) return false;
   if (lane == 0) issue_stage<kWithZ>(s, images, h % kData, 0);
   for (int c = 0; c < kChunks; ++c) {
-    named_barrier(2, kLabThreads);
-    if (lane == 0 && c + 1 < kChunks) issue_stage<kWithZ>(s, images, (c + 1 + h) % kData, (c + 1) & 1);
+    named_barrier(2, kThreads);
+    if (lane == 0 && c + 1 < kChunks) issue_stage<kWithZ, kLean>(s, images, (c + 1 + h) % kData, (c + 1) & 1, c + 1);
   }
   return true;
 }
@@ -162,12 +177,12 @@ __device__ __forceinline__ ChainTiles chain_tiles(const WgChainStage& st) {
 
 // kFragDepth: the fragment sets of S (and of D) in flight in wgmma_chain_outputs_half (the
 // library's 2; 4 and 8 measured against it: the same products, fewer waits inside its loops).
-template <int kFragDepth>
+template <int kFragDepth, bool kLean = false>
 __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgChainStage* images, Outputs out) {
 #if GDN_CHUNKED_WGMMA
   LabSmem& s = lab_smem();
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-  if (run_copier<false>(s, images)) return;
+  if (run_copier<false, kLabThreads, kLean>(s, images)) return;
   float S[16][4] = {};
   int sigma = 0;
   float checksum = 0.f;
@@ -195,6 +210,163 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgCha
     wgmma_wait<0>();
   }
   finish_run(out, S, sigma, checksum);
+#else
+  (void)images, (void)out;
+#endif
+}
+
+// ---- o beside: a second warpgroup takes the outputs' products off the state's warpgroup
+//
+// Warpgroup 0 runs the serial chain alone: D^T = U^T + S (-W)^T, the state update; it hands S's
+// fragments in M's type (formed beside its f16 ones, as today) and D's f16 fragments to
+// warpgroup 1 through shared memory, each on a named barrier (bar.arrive / bar.sync), which forms
+// O^T = S Qc^T diag(q_f) + D^T P^T and stores o. The same products and roundings as today's
+// step (the same bits where no range step occurs: the lab's tiles keep the values in range, and
+// this kernel takes none for D). The step's barrier (2) keeps both in one chunk.
+#if GDN_CHUNKED_WGMMA
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+#endif
+
+// kDrop (timing probes, wrong results): 1 no range check of S; 2 the state update's hi products
+// alone; 4 D not handed over (the outputs read stale fragments); 8 S not handed over.
+#if GDN_CHUNKED_WGMMA
+template <int kDrop>
+__device__ __forceinline__ void lab_state_update(const ChainTiles& ct, int lane, float (&S)[16][4],
+                                                 const float (&D)[8][4], uint32_t (&a)[4][2][4]) {
+  if constexpr ((kDrop & 2) == 0) {
+    wgmma_state_update<M, false>(ct, lane, 1.f, S, D, a);
+  } else {
+    const int q = lane & 3;
+    float2 kf[8];
+#pragma unroll
+    for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      float dd[2][4];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const float2 f = kf[2 * ks + u];
+        dd[u][0] = D[2 * ks + u][0] * f.x, dd[u][2] = D[2 * ks + u][2] * f.x;
+        dd[u][1] = D[2 * ks + u][1] * f.y, dd[u][3] = D[2 * ks + u][3] * f.y;
+      }
+      acc_to_a<M>(dd, 0, a[ks][0]);
+      wgmma_fence();
+      wgmma_128_mn<M>(S, a[ks][0], swizzle128_desc_mn<kC>(ct.k, chain_token_block(ks)));
+      wgmma_commit();
+    }
+  }
+}
+#endif
+
+template <int kDrop = 0>
+__global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const WgChainStage* images, Outputs out) {
+#if GDN_CHUNKED_WGMMA
+  LabSmem& s = lab_smem();
+  const int wg = int(threadIdx.x) / kWorkers, tid = int(threadIdx.x) % kWorkers, warp = tid >> 5, lane = tid & 31;
+  if (run_copier<false, kBesideThreads>(s, images)) return;
+  if (wg == 0) {  // the state
+    float S[16][4] = {};
+    int sigma = 0;
+    for (int c = 0; c < kChunks; ++c) {
+      const int buf = c & 1;
+      named_barrier(2, kBesideThreads);
+      mbarrier_wait(&s.full[buf], uint32_t(c >> 1) & 1u);
+      const WgChainStage& st = s.stage[buf];
+      const ChainTiles ct = chain_tiles(st);
+      wgmma_wait<0>();
+      if constexpr ((kDrop & 1) == 0) keep_state_in_range(S, sigma);
+      float D[8][4];
+      const float u_scale = pow2(-sigma);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 u = st.u[warp][t][lane];
+        D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
+      }
+      const float decay = chunk_decay(ct);
+      uint32_t af[2][4];
+#pragma unroll
+      for (int ks = 0; ks < kK / 16; ++ks) {
+        if (ks >= 2) wgmma_wait<1>();
+        acc_to_a<MmaF16>(S, ks, af[ks & 1]);
+        if constexpr ((kDrop & 8) == 0) {
+          uint32_t ab[4];
+          acc_to_a<M>(S, ks, ab);
+          s.s_frags[ks][tid] = make_uint4(ab[0], ab[1], ab[2], ab[3]);
+        }
+        wgmma_fence();
+        wgmma_64<MmaF16>(D, af[ks & 1], k_major_desc<kK>(ct.w_neg, 16 * ks));
+        wgmma_commit();
+      }
+      if (lane == 0) s.sigma[warp] = sigma;
+      named_barrier_arrive(3, 2 * kWorkers);  // S's fragments and sigma are there
+      scale_tiles(S, decay);
+      wgmma_wait<0>();
+      if constexpr ((kDrop & 4) == 0) {
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks) {
+          uint32_t df[4];
+          acc_to_a<MmaF16>(D, ks, df);
+          s.d_frags[ks][tid] = make_uint4(df[0], df[1], df[2], df[3]);
+        }
+      }
+      named_barrier_arrive(4, 2 * kWorkers);  // D's fragments are there
+      uint32_t a[4][2][4];
+      lab_state_update<kDrop>(ct, lane, S, D, a);
+      wgmma_wait<0>();
+    }
+    store_final(out, S, sigma, warp, lane);
+  } else {  // the outputs
+    float checksum = 0.f;
+    const int q = lane & 3;
+    for (int c = 0; c < kChunks; ++c) {
+      const int buf = c & 1;
+      named_barrier(2, kBesideThreads);
+      mbarrier_wait(&s.full[buf], uint32_t(c >> 1) & 1u);
+      const WgChainStage& st = s.stage[buf];
+      const ChainTiles ct = chain_tiles(st);
+      float2 qf[8];
+      load_output_factors(ct, q, qf);
+      named_barrier(3, 2 * kWorkers);
+      uint32_t sb[kK / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < kK / 16; ++ks) {
+        const uint4 v = s.s_frags[ks][tid];
+        sb[ks][0] = v.x, sb[ks][1] = v.y, sb[ks][2] = v.z, sb[ks][3] = v.w;
+      }
+      const int sigma = s.sigma[warp];
+      float O[8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kK / 16; ++ks) {
+        const uint64_t qd = swizzle128_desc_k<kC>(ct.q, 16 * ks);
+        if (ks == 0)
+          wgmma_64<M, false>(O, sb[0], qd);
+        else
+          wgmma_64<M>(O, sb[ks], qd);
+      }
+      wgmma_commit();
+      named_barrier(4, 2 * kWorkers);
+      uint32_t df[kC / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        const uint4 v = s.d_frags[ks][tid];
+        df[ks][0] = v.x, df[ks][1] = v.y, df[ks][2] = v.z, df[ks][3] = v.w;
+      }
+      wgmma_wait<0>();
+      scale_token_columns(O, qf);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+        wgmma_64<MmaF16>(O, df[ks], k_major_desc<kC>(ct.p_hi, chain_token_block(ks)));
+      wgmma_commit();
+      wgmma_wait<0>();
+      store_o(s, out, buf, O, sigma, tid, warp, lane, checksum, 5);
+    }
+    if (tid == 0) bulk_wait_all<false>();
+    out.checksum[blockIdx.x * kWorkers + tid] = checksum;
+  }
 #else
   (void)images, (void)out;
 #endif
@@ -389,7 +561,7 @@ struct Result {
 };
 
 template <class Kernel>
-Result run(Kernel kernel, const WgChainStage* images) {
+Result run(Kernel kernel, const WgChainStage* images, int threads = kLabThreads, int ctas = kHeads) {
   Result r;
   cudaFuncAttributes fa{};
   CK(cudaFuncGetAttributes(&fa, kernel));
@@ -404,7 +576,7 @@ Result run(Kernel kernel, const WgChainStage* images) {
   CK(cudaMalloc(&s0, size_t(kHeads) * 64 * kK * 4));
   CK(cudaMemset(s0, 0, size_t(kHeads) * 64 * kK * 4));
   out.S0 = s0;
-  r.us_per_step = 1e3 * chain_lab::median_launch_ms([&] { kernel<<<kHeads, kLabThreads, kLabSmemBytes>>>(images, out); }, kRuns) / kChunks;
+  r.us_per_step = 1e3 * chain_lab::median_launch_ms([&] { kernel<<<ctas, threads, kLabSmemBytes>>>(images, out); }, kRuns) / kChunks;
   r.S.resize(size_t(kHeads) * 64 * kK);
   r.checksum.resize(size_t(kHeads) * kWorkers);
   CK(cudaMemcpy(r.S.data(), out.S, r.S.size() * 4, cudaMemcpyDeviceToHost));
@@ -451,6 +623,7 @@ int main() {
   const Result deep4 = run(chain_today_kernel<4>, d_images);
   const Result deep8 = run(chain_today_kernel<8>, d_images);
   const Result ahead = run(chain_ahead_kernel, d_images);
+  const Result beside = run(chain_o_beside_kernel<0>, d_images, kBesideThreads);
   std::printf("today (the library's step):  %7.3f us a step, %d registers, %d bytes spilled\n", today.us_per_step,
               today.regs, today.spill);
   bool same = true;
@@ -469,6 +642,41 @@ int main() {
   for (float x : today.S) norm += double(x) * x;
   std::printf("look-ahead / today: %.3f; final states rel L2 %.2e (||S|| = %.3e), output sums %.2e\n",
               ahead.us_per_step / today.us_per_step, ds, std::sqrt(norm), dc);
+  {
+    const bool bits = beside.S == today.S && beside.checksum == today.checksum;
+    std::printf("o beside (a second warpgroup): %7.3f us a step, %d registers, %d bytes spilled (%.3f of today's; "
+                "results %s: states rel L2 %.2e, output sums %.2e)\n", beside.us_per_step, beside.regs, beside.spill,
+                beside.us_per_step / today.us_per_step, bits ? "the same bits" : "DIFFER", rel_l2(beside.S, today.S),
+                rel_l2(beside.checksum, today.checksum));
+  }
+  {  // the state warpgroup's step with parts of it dropped (wrong results)
+    const char* what[] = {"", "no range check of S", "the update's hi products alone", "", "D not handed over",
+                          "", "", "", "S not handed over"};
+    const Result r1 = run(chain_o_beside_kernel<1>, d_images, kBesideThreads);
+    const Result r2 = run(chain_o_beside_kernel<2>, d_images, kBesideThreads);
+    const Result r4 = run(chain_o_beside_kernel<4>, d_images, kBesideThreads);
+    const Result r8 = run(chain_o_beside_kernel<8>, d_images, kBesideThreads);
+    const Result r15 = run(chain_o_beside_kernel<15>, d_images, kBesideThreads);
+    const std::pair<int, const Result*> rows[] = {{1, &r1}, {2, &r2}, {4, &r4}, {8, &r8}};
+    for (const auto& [k, r] : rows)
+      std::printf("o beside, %-32s %7.3f us a step (%.3f of o beside)\n", what[k], r->us_per_step,
+                  r->us_per_step / beside.us_per_step);
+    std::printf("o beside, all four dropped:            %7.3f us a step (%.3f of o beside)\n", r15.us_per_step,
+                r15.us_per_step / beside.us_per_step);
+  }
+  // What bounds today's step: the same kernel on fewer SMs (the L2's bandwidth and the copies
+  // shared by fewer CTAs), and with 32 KB fewer bytes a step (Qc, Kc not copied after the first
+  // two chunks: wrong results)
+  for (int ctas : {66, 33}) {
+    const Result r = run(chain_today_kernel<2>, d_images, kLabThreads, ctas);
+    std::printf("today on %3d SMs:             %7.3f us a step (%.3f of today's on %d)\n", ctas, r.us_per_step,
+                r.us_per_step / today.us_per_step, kHeads);
+  }
+  {
+    const Result r = run(chain_today_kernel<2, true>, d_images);
+    std::printf("today, Qc and Kc not copied:  %7.3f us a step (%.3f of today's)\n", r.us_per_step,
+                r.us_per_step / today.us_per_step);
+  }
   const bool ok = same && std::isfinite(ds) && std::isfinite(dc) && ds < 2e-2 && dc < 2e-2;
   std::printf("%s\n", ok ? "PASS: the two steps agree" : "FAIL: the steps disagree");
   return ok ? 0 : 1;
