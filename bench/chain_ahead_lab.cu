@@ -167,6 +167,24 @@ __device__ __forceinline__ void finish_run(const Outputs& out, const float (&S)[
   out.checksum[blockIdx.x * kWorkers + tid] = checksum;
 }
 
+// Step c's start: the step's barrier (the copier's too: it frees the other stage), then stage
+// c & 1 landed.
+template <int kThreads>
+__device__ __forceinline__ const WgChainStage& enter_step(LabSmem& s, int c) {
+  named_barrier(2, kThreads);
+  mbarrier_wait(&s.full[c & 1], uint32_t(c >> 1) & 1u);
+  return s.stage[c & 1];
+}
+// D^T <- U^T of the stage at 2^-sigma, the state's scale.
+__device__ __forceinline__ void d_from_u(const WgChainStage& st, int warp, int lane, int sigma, float (&D)[8][4]) {
+  const float u_scale = pow2(-sigma);
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    const float4 u = st.u[warp][t][lane];
+    D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
+  }
+}
+
 __device__ __forceinline__ ChainTiles chain_tiles(const WgChainStage& st) {
   return ChainTiles{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
 }
@@ -188,19 +206,12 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgCha
   float checksum = 0.f;
   for (int c = 0; c < kChunks; ++c) {
     const int buf = c & 1;
-    named_barrier(2, kLabThreads);
-    mbarrier_wait(&s.full[buf], uint32_t(c >> 1) & 1u);
-    const WgChainStage& st = s.stage[buf];
+    const WgChainStage& st = enter_step<kLabThreads>(s, c);
     const ChainTiles ct = chain_tiles(st);
     wgmma_wait<0>();
     keep_state_in_range(S, sigma);
     float D[8][4];
-    const float u_scale = pow2(-sigma);
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      const float4 u = st.u[warp][t][lane];
-      D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
-    }
+    d_from_u(st, warp, lane, sigma, D);
     float O[8][4];
     const float decay = chunk_decay(ct);
     uint32_t a[4][2][4];
@@ -232,25 +243,34 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 // kDrop (timing probes, wrong results): 1 no range check of S; 2 the state update's hi products
 // alone; 4 D not handed over (the outputs read stale fragments); 8 S not handed over.
 #if GDN_CHUNKED_WGMMA
+// D^T's tiles 2 ks, 2 ks + 1 with their token columns scaled by the state factors kf (the state
+// update's A operand before its rounding).
+__device__ __forceinline__ void state_factor_tiles(const float (&D)[8][4], const float2 (&kf)[8], int ks,
+                                                   float (&dd)[2][4]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const float2 f = kf[2 * ks + u];
+    dd[u][0] = D[2 * ks + u][0] * f.x, dd[u][2] = D[2 * ks + u][2] * f.x;
+    dd[u][1] = D[2 * ks + u][1] * f.y, dd[u][3] = D[2 * ks + u][3] * f.y;
+  }
+}
+__device__ __forceinline__ void load_state_factors(const ChainTiles& ct, int q, float2 (&kf)[8]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
+}
+
 template <int kDrop>
 __device__ __forceinline__ void lab_state_update(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                  const float (&D)[8][4], uint32_t (&a)[4][2][4]) {
   if constexpr ((kDrop & 2) == 0) {
     wgmma_state_update<M, false>(ct, lane, 1.f, S, D, a);
   } else {
-    const int q = lane & 3;
     float2 kf[8];
-#pragma unroll
-    for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
+    load_state_factors(ct, lane & 3, kf);
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       float dd[2][4];
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const float2 f = kf[2 * ks + u];
-        dd[u][0] = D[2 * ks + u][0] * f.x, dd[u][2] = D[2 * ks + u][2] * f.x;
-        dd[u][1] = D[2 * ks + u][1] * f.y, dd[u][3] = D[2 * ks + u][3] * f.y;
-      }
+      state_factor_tiles(D, kf, ks, dd);
       acc_to_a<M>(dd, 0, a[ks][0]);
       wgmma_fence();
       wgmma_128_mn<M>(S, a[ks][0], swizzle128_desc_mn<kC>(ct.k, chain_token_block(ks)));
@@ -259,6 +279,16 @@ __device__ __forceinline__ void lab_state_update(const ChainTiles& ct, int lane,
   }
 }
 #endif
+
+// The fragments of kSteps k-steps handed over (one uint4 a thread and k-step) into registers.
+template <int kSteps>
+__device__ __forceinline__ void take_frags(const uint4 (&from)[kSteps][kWorkers], int tid, uint32_t (&a)[kSteps][4]) {
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    const uint4 v = from[ks][tid];
+    a[ks][0] = v.x, a[ks][1] = v.y, a[ks][2] = v.z, a[ks][3] = v.w;
+  }
+}
 
 template <int kDrop = 0>
 __global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const WgChainStage* images, Outputs out) {
@@ -270,20 +300,12 @@ __global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const
     float S[16][4] = {};
     int sigma = 0;
     for (int c = 0; c < kChunks; ++c) {
-      const int buf = c & 1;
-      named_barrier(2, kBesideThreads);
-      mbarrier_wait(&s.full[buf], uint32_t(c >> 1) & 1u);
-      const WgChainStage& st = s.stage[buf];
+      const WgChainStage& st = enter_step<kBesideThreads>(s, c);
       const ChainTiles ct = chain_tiles(st);
       wgmma_wait<0>();
       if constexpr ((kDrop & 1) == 0) keep_state_in_range(S, sigma);
       float D[8][4];
-      const float u_scale = pow2(-sigma);
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        const float4 u = st.u[warp][t][lane];
-        D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
-      }
+      d_from_u(st, warp, lane, sigma, D);
       const float decay = chunk_decay(ct);
       uint32_t af[2][4];
 #pragma unroll
@@ -322,19 +344,13 @@ __global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const
     const int q = lane & 3;
     for (int c = 0; c < kChunks; ++c) {
       const int buf = c & 1;
-      named_barrier(2, kBesideThreads);
-      mbarrier_wait(&s.full[buf], uint32_t(c >> 1) & 1u);
-      const WgChainStage& st = s.stage[buf];
+      const WgChainStage& st = enter_step<kBesideThreads>(s, c);
       const ChainTiles ct = chain_tiles(st);
       float2 qf[8];
       load_output_factors(ct, q, qf);
       named_barrier(3, 2 * kWorkers);
       uint32_t sb[kK / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < kK / 16; ++ks) {
-        const uint4 v = s.s_frags[ks][tid];
-        sb[ks][0] = v.x, sb[ks][1] = v.y, sb[ks][2] = v.z, sb[ks][3] = v.w;
-      }
+      take_frags(s.s_frags, tid, sb);
       const int sigma = s.sigma[warp];
       float O[8][4];
       wgmma_fence();
@@ -349,11 +365,7 @@ __global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const
       wgmma_commit();
       named_barrier(4, 2 * kWorkers);
       uint32_t df[kC / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        const uint4 v = s.d_frags[ks][tid];
-        df[ks][0] = v.x, df[ks][1] = v.y, df[ks][2] = v.z, df[ks][3] = v.w;
-      }
+      take_frags(s.d_frags, tid, df);
       wgmma_wait<0>();
       scale_token_columns(O, qf);
       wgmma_fence();
@@ -493,19 +505,13 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const WgCha
     for (int ks = 0; ks < 8; ++ks) acc_to_a<MmaF16>(S, ks, sd[ks]);
     {
       float2 kf[8];
-#pragma unroll
-      for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
+      load_state_factors(ct, q, kf);
       uint32_t a[2][2][4];
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks) {
         if (ks >= 2) wgmma_wait<1>();  // (the group of k-step ks - 2: its fragments free)
         float dd[2][4];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const float2 f = kf[2 * ks + u];
-          dd[u][0] = E[2 * ks + u][0] * f.x, dd[u][2] = E[2 * ks + u][2] * f.x;
-          dd[u][1] = E[2 * ks + u][1] * f.y, dd[u][3] = E[2 * ks + u][3] * f.y;
-        }
+        state_factor_tiles(E, kf, ks, dd);
         acc_to_a_split<M>(dd, 0, a[ks & 1][0], a[ks & 1][1]);
         wgmma_fence();
         const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, chain_token_block(ks));
