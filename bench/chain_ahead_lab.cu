@@ -243,22 +243,6 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 // kDrop (timing probes, wrong results): 1 no range check of S; 2 the state update's hi products
 // alone; 4 D not handed over (the outputs read stale fragments); 8 S not handed over.
 #if GDN_CHUNKED_WGMMA
-// D^T's tiles 2 ks, 2 ks + 1 with their token columns scaled by the state factors kf (the state
-// update's A operand before its rounding).
-__device__ __forceinline__ void state_factor_tiles(const float (&D)[8][4], const float2 (&kf)[8], int ks,
-                                                   float (&dd)[2][4]) {
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const float2 f = kf[2 * ks + u];
-    dd[u][0] = D[2 * ks + u][0] * f.x, dd[u][2] = D[2 * ks + u][2] * f.x;
-    dd[u][1] = D[2 * ks + u][1] * f.y, dd[u][3] = D[2 * ks + u][3] * f.y;
-  }
-}
-__device__ __forceinline__ void load_state_factors(const ChainTiles& ct, int q, float2 (&kf)[8]) {
-#pragma unroll
-  for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
-}
-
 template <int kDrop>
 __device__ __forceinline__ void lab_state_update(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                  const float (&D)[8][4], uint32_t (&a)[4][2][4]) {

@@ -528,24 +528,34 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
 // scaling of S waited on them: Nsight Compute, the fused kernel).
 __device__ __forceinline__ float chunk_decay(const ChainTiles& ct) { return expf(ct.G[kC - 1]); }
 
+// The state factors k_f of the lane's token columns (in the chain's token order).
+__device__ __forceinline__ void load_state_factors(const ChainTiles& ct, int q, float2 (&kf)[8]) {
+#pragma unroll
+  for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
+}
+// D^T's tiles 2 ks, 2 ks + 1 with their token columns scaled by the state factors: the state
+// update's A operand at k-step ks, before its rounding.
+__device__ __forceinline__ void state_factor_tiles(const float (&D)[8][4], const float2 (&kf)[8], int ks,
+                                                   float (&dd)[2][4]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const float2 f = kf[2 * ks + u];
+    dd[u][0] = D[2 * ks + u][0] * f.x, dd[u][2] = D[2 * ks + u][2] * f.x;
+    dd[u][1] = D[2 * ks + u][1] * f.y, dd[u][3] = D[2 * ks + u][3] * f.y;
+  }
+}
+
 // kScaleState false: S already holds gamma_C S (wgmma_chain_outputs_half's s_decay).
 template <class M, bool kScaleState = true>
 __device__ __forceinline__ void wgmma_state_update(const ChainTiles& ct, int lane, float decay, float (&S)[16][4],
                                                    const float (&D)[8][4], uint32_t (&a)[4][2][4]) {
-  const int q = lane & 3;
   float2 kf[8];  // the state factors of the lane's token columns, all read before the first wgmma
-#pragma unroll
-  for (int t = 0; t < 8; ++t) kf[t] = *reinterpret_cast<const float2*>(&ct.k_f[((8 * t) ^ kTokenRowXor) + 2 * q]);
+  load_state_factors(ct, lane & 3, kf);
   if constexpr (kScaleState) scale_tiles(S, decay);
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
     float dd[2][4];  // D^T tiles 2 ks, 2 ks + 1, columns scaled by the state factors
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const float2 f = kf[2 * ks + u];
-      dd[u][0] = D[2 * ks + u][0] * f.x, dd[u][2] = D[2 * ks + u][2] * f.x;
-      dd[u][1] = D[2 * ks + u][1] * f.y, dd[u][3] = D[2 * ks + u][3] * f.y;
-    }
+    state_factor_tiles(D, kf, ks, dd);
     acc_to_a_split<M>(dd, 0, a[ks][0], a[ks][1]);
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(ct.k, chain_token_block(ks));
