@@ -380,8 +380,6 @@ gdn_status cuda_chunked_forward(const Problem& p) {
                        !(one_pass_fits && (!plan.windows.overlap || cuda::stream_is_capturing(stream)));
   if (!windows || !plan.windows.overlap) c.chain_split = plan.serial_chain_split;  // nothing overlaps
   c.chain_wgmma = split && plan.wgmma_chain;
-  const char* prepare = std::getenv("GDN_CHUNKED_PREPARE");  // mma: the mma.sync prepare kernel (A/B runs)
-  c.prepare_mma = prepare && std::strcmp(prepare, "mma") == 0;
   // The wgmma prepare kernel's head groups, except beside an overlapped window's chain: that
   // chain's CTAs start only where the preparation's CTAs have left whole SMs, and a group's
   // CTA lasts a head's time per head (measured with groups of two there: 1 x 4096 and

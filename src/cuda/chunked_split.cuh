@@ -169,27 +169,9 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     row_norms<M>(s, 0, warp, lane);
     __syncthreads();
   }
-  const bool for_wgmma = runs_wgmma_chain(p);  // -W and P in f16 (PreparedTiles)
-  const bool check_p = for_wgmma && !p.l2norm;
-  __shared__ float p_max[kWarps];
-  float p_absmax = 0.f;
-  if (for_wgmma)
-    key_products<M, PrepareForWgmmaTiles, true>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta, 1.f,
-                                                &p_absmax);
-  else
-    key_products<M, PrepareForMmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
-  if (check_p) {
-    p_absmax = warp_max(p_absmax);
-    if (lane == 0) p_max[warp] = p_absmax;
-  }
+  key_products<M, PrepareForMmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
   __syncthreads();  // q is read: v takes its place, landing while the inverse runs
-  const int p_exp = check_p ? prepared_p_exponent(p_max) : 0;
-  if (p_exp != 0) {  // (CTA-uniform) P again at 2^-p_exp, before v takes q's place
-    key_products<M, PrepareForWgmmaTiles, true>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta,
-                                                pow2(-p_exp), &p_absmax);
-    __syncthreads();
-  }
-  if (tid == 0) out.tiles.p_exp = p_exp;
+  if (tid == 0) out.tiles.p_exp = 0;
   load_token_rows<kThreads>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
   cp_async_commit();
   invert_unit_lower(s, warp, lane);
@@ -198,27 +180,18 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   cp_async_wait<0>();
   __syncthreads();
   float D[8][4];  // U^T of the chunk: [16 value rows, C tokens]
-  if (for_wgmma)
-    minus_w<M, PaddedTiles, PrepSmem, MmaF16>(s, 0, warp, lane);
-  else
-    minus_w<M>(s, 0, warp, lane);
+  minus_w<M>(s, 0, warp, lane);
   new_values<M>(s, 0, warp, lane, D);
-  // U^T as this warp's accumulator fragments (512-byte warp stores); for the wgmma chain its
-  // token columns in that chain's order (kTokenRowXor: column group t holds tokens of t ^ 6)
-  const int t_xor = for_wgmma ? kTokenRowXor >> 3 : 0;
 #pragma unroll
-  for (int t = 0; t < 8; ++t) out.u_frags[warp][t ^ t_xor][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+  for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments (512-byte warp stores)
+    out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
   __syncthreads();  // -W is complete
 #pragma unroll
   for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {  // piece idx is the prepared tile's 16 bytes idx
     const int idx = tid + kThreads * i;
-    // CoreTiles::W (KMajorAt<kK, kTokenRowXor>::at(r, col) = 8 idx), or row-major
-    const int r = for_wgmma ? (8 * (idx >> 7) + (idx & 7)) ^ kTokenRowXor : idx >> 4;
-    const int col = for_wgmma ? 8 * ((idx >> 3) & 15) : 8 * (idx & 15);
-    *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
+    *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[idx >> 4][8 * (idx & 15)]);
   }
-  static_assert(CoreTiles::W::plain(8 + 7, 8) == 8 * ((1 << 7) + (1 << 3) + 7), "-W's pieces in KMajorAt<kK> order");
-  store_prepared_factors(s, out.tiles, tid, p_exp);
+  store_prepared_factors(s, out.tiles, tid);
 }
 
 // The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
@@ -245,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   PrepWgSmem& s = *reinterpret_cast<PrepWgSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  __shared__ uint64_t landed[2];  // q and k have landed (one phase); v (a phase a head)
+  __shared__ uint64_t landed[1];  // q and k have landed (one phase)
   __shared__ float p_max[kWarps];  // each warp's largest |P| (without qk_l2norm)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   constexpr int kGateWarp = 4;  // forms the next head's gates while warps 0..3 substitute
@@ -255,7 +228,6 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   // q and k of the chunk's key head by TMA onto landed[0] (thread 0)
   const auto load_q_k = [&](int seq, int tok) {
     mbarrier_init(&landed[0], 1);
-    mbarrier_init(&landed[1], 1);
     fence_mbarrier_init();
     mbarrier_arrive_expect(&landed[0], 4 * kBoxBytes);
 #pragma unroll
@@ -278,25 +250,13 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   const int heads = kGroup ? p.prep_heads : 1;
   const bool tma = maps.on && !(p.cu_seqlens && pc.rows < kC);  // uniform over the CTA
   const int seq = p.cu_seqlens ? 0 : int(pc.n), tok = int(pc.tok0);  // the maps' coordinates
-  // head h's v rows into s.v (TMA: on landed[1], by thread 0)
-  const auto load_v = [&](int h) {
-    if (!tma) {
-      load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, h, &s.v[0][0][0], tid);
-      cp_async_commit();
-    } else if (tid == 0) {
-      mbarrier_arrive_expect(&landed[1], 2 * kBoxBytes);
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        tma_load_4d(&s.v[0][0][0] + half * kC * 64, &maps.v, &landed[1], 64 * half, h, tok, seq);
-    }
-  };
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
   if (tma) {
     if (!early && tid == 0) load_q_k(seq, tok);
   } else {
     load_token_rows<kThreads, CoreTiles::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
     load_token_rows<kThreads, CoreTiles::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
-    load_v(pc.h);  // one commit group with q and k
+    cp_async_commit();
   }
   if (warp == 0) chunk_gates(p, s.G, s.beta, head_gate(p, pc.h), load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
   if (tma) {
@@ -339,8 +299,6 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       }
       if (tid == 0) out.tiles.p_exp = p_exp;
     }
-    if (i == 0 && tma) load_v(h);  // not with q and k: it delayed their landing (Nsight Compute:
-                                   // the kernel 5% slower, its wait for them 22 -> 25% of the samples)
     if (warp == kGateWarp && i + 1 < heads)
       chunk_gates(p, s.G_next, s.beta_next, head_gate(p, h_next), gates_next, pc.rows, lane);
     // (the merges read no block above it; the one-head instance without the powers' check)
@@ -361,24 +319,18 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
         *reinterpret_cast<uint4*>(half + at) = make_uint4(0u, 0u, 0u, 0u);
       }
     }
-    if (tma)
-      mbarrier_wait(&landed[1], uint32_t(i) & 1u);
-    else
-      cp_async_wait<0>();
-    fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
-    __syncthreads();  // X is read: -W takes its place
-    float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
-    // (U's products on T's rows that can be nonzero after -W's in the one-head instance; the
-    // group instance, whose loop keeps more values live, takes every row of T, its zeros above
-    // the diagonal written above: ptxas serialised its wgmma with either triangular form, C7511)
-    constexpr UProducts kU = kGroup ? UProducts::kFull : UProducts::kTriangularAfterW;
-    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, kU>(s, 0, warp, lane, D);
+    __syncthreads();  // T is complete, X is read: -W takes its place
+    // T's halves to the prepared chunk (the chain forms U^T = Vc^T T^T: chunk_chain_wgmma_kernel)
+    static_assert(sizeof(PreparedChunk::t_pair) == 2 * kC * kC * 2, "T's 16 KB, four pieces a thread");
 #pragma unroll
-    for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
-      out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
-    if (kGroup && tma) fence_shared_for_wgmma();  // this thread's reads of v -> the TMA that refills it
-    __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's; v is read
-    if (i + 1 < heads) load_v(h_next);
+    for (int e = 0; e < 2 * kC * kC / 8 / kThreads; ++e) {
+      const int idx = tid + kThreads * e, half = idx / (kC * kC / 8), at = 8 * (idx % (kC * kC / 8));
+      *reinterpret_cast<uint4*>(&out.t_pair[half][at]) =
+          *reinterpret_cast<const uint4*>((half ? &s.t.lo[0][0] : &s.t.hi[0][0]) + at);
+    }
+    float D[8][4];  // (not formed: UProducts::kNone)
+    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, UProducts::kNone>(s, 0, warp, lane, D);
+    __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's
     static_assert(sizeof(PreparedTiles::w_neg) == kC * kK * 2, "-W's 16 KB, one piece a thread and step");
 #pragma unroll
     for (int e = 0; e < kC * kK / 8 / kThreads; ++e) {
@@ -899,6 +851,8 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   if (tid == 0 && wg == 0) {
     mbarrier_init(&s.full[0], 1);
     mbarrier_init(&s.full[1], 1);
+    mbarrier_init(&s.u_full[0], 1);
+    mbarrier_init(&s.u_full[1], 1);
     fence_mbarrier_init();
   }
   if (!idle) sync_with_copier();
@@ -920,11 +874,16 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
     constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
     static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
-    const uint32_t bytes = kHead + kTail + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) + (by_tma(c) ? 4 * kBoxBytes : 0u);
-    mbarrier_arrive_expect(&s.full[b], bytes);
+    // first Vc's columns and T, on u_full[b]: U^T's products wait for them a step early
+    const uint32_t u_bytes = run.use_u ? uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u) : 0u;
+    mbarrier_arrive_expect(&s.u_full[b], u_bytes);
+    if (run.use_u) {
+      if (by_tma(c)) tma_load_4d(st.v, &maps.v, &s.u_full[b], v0, h, int(tok0), seq);  // the CTA's 64 values
+      bulk_load(&st.t_pair[0][0], &pc.t_pair[0][0], sizeof(st.t_pair), &s.u_full[b]);
+    }
+    mbarrier_arrive_expect(&s.full[b], kHead + kTail + (by_tma(c) ? 4 * kBoxBytes : 0u));
     bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
     bulk_load(&st.tiles.G[0], &pc.tiles.G[0], kTail, &s.full[b]);
-    if (run.use_u) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
     if (by_tma(c)) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -939,6 +898,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     if (!by_tma(c) && wg == 0) {
       load_token_rows<kWgChainThreads, CoreTiles::Q>(p.q, n, tok0, live_rows(c), j, st.q, tid);
       load_token_rows<kWgChainThreads, CoreTiles::K>(p.k, n, tok0, live_rows(c), j, st.k, tid);
+      if (run.use_u) load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, tok0, live_rows(c), h, v0, st.v, tid);
     }
   };
 
@@ -957,11 +917,48 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   if constexpr (kPass1) registers_up<kWgPairedChainRegs>();
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
+  // Chunk c's Vc columns and T have landed (u_full), and its rows that came by cp.async (every
+  // thread's: Qc, Kc too) are visible to wgmma.
+  const auto stage_landed = [&](int64_t c) {
+    const int it = int(c - run.c_begin);
+    mbarrier_wait(&s.u_full[it & 1], uint32_t(it >> 1) & 1u);
+    if (!by_tma(c)) {
+      cp_async_wait<0>();
+      fence_shared_for_wgmma();
+      sync();
+    }
+  };
+  // The state's range (chunked_range.cuh) with U^T's products in flight in D: a change of sigma
+  // takes D to the new scale once they are done (rare).
+  const auto check_state_range = [&](float (&D)[8][4]) {
+    const int sigma_u = sigma;
+    keep_state_in_range(S, sigma);
+    if (sigma != sigma_u) {
+      wgmma_wait<0>();
+      scale_tiles(D, pow2(sigma_u - sigma));
+    }
+  };
+  // U^T = Vc^T T^T of chunk c into D at 2^-sigma, the state's scale (U = 0 for a transition run:
+  // zero A fragments), issued once the step before has staged o: its products run across the
+  // steps' boundary. After the run's last chunk, products on a stage no chunk filled: D is not
+  // read again (issued all the same: no branch around products).
+  const auto issue_u = [&](int64_t c, float (&D)[8][4]) {
+    const WgChainStage& st = s.stage[int(c - run.c_begin) & 1];
+    wgmma_u_products<M>(st.v, st.t_pair[0], st.t_pair[1], warp, lane, run.use_u ? pow2(-sigma) : 0.f, D);
+    fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
+  };
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
   // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
   const auto chunks_loop = [&](auto outputs) {
     constexpr bool kOutputs = decltype(outputs)::value;
+    float D[8][4];  // D^T <- U^T (issue_u), then += S (-W)^T: [16 value rows, C tokens], at 2^-sigma as S
+    if (run.c_begin < run.c_end) {
+      keep_state_in_range(S, sigma);
+      stage_landed(run.c_begin);
+      issue_u(run.c_begin, D);
+      wgmma_wait<0>();
+    }
     const auto chunk_step = [&](int64_t c) {
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
@@ -969,24 +966,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       sync_with_copier();  // chunk c - 1 is done with the other stage
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
-      mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
-      if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
-        cp_async_wait<1>();
-        fence_shared_for_wgmma();
-        sync();
-      }
+      mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);  // (Vc's columns and T: stage_landed)
       const WgChainStage& st = s.stage[buf];
       // -W and P in f16 (PreparedTiles), P at 2^-p_exp
       const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
-      wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
-      keep_state_in_range(S, sigma);
-      float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
-      const float u_scale = pow2(-sigma);
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
-        D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
-      }
       float O[8][4];  // O^T: [16 value rows, C tokens]
       const float decay = chunk_decay(ct);
       uint32_t a[4][2][4];
@@ -1017,6 +1000,16 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
           }
         }
       }
+      // the next chunk's U^T behind the state update's products, running while the updated
+      // state's range is checked (nothing in flight across the loop's back edge: ptxas would
+      // wait at the state's first use)
+      // (pass 1's two warpgroups share 232 registers a thread: there the update completes first,
+      // its A fragments dead before Vc^T's are loaded; ptxas spilled in the loops otherwise)
+      if (c + 1 < run.c_end) stage_landed(c + 1);
+      if constexpr (kPass1) wgmma_wait<0>();
+      issue_u(c + 1, D);
+      wgmma_wait<1>();  // the state update
+      check_state_range(D);
       wgmma_wait<0>();
     };
     if constexpr (kCheckpoints && kOutputs) {
@@ -1049,6 +1042,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   } else {
     chunks_loop(std::true_type{});
   }
+  wgmma_wait<0>();                        // (the products after the run's last chunk)
   if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
   if (sigma != 0) scale_tiles(S, pow2(sigma));
   if (run.end_state) store_segment_state(run.end_state, S, row0, 0, g, q);
@@ -1248,13 +1242,13 @@ cudaError_t set_split_smem_limits() {
 }
 
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
-// The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma (with the maps
-// when on), p.prep_heads value heads a CTA.
+// The wgmma chain's chunks by the wgmma prepare kernel (with the maps when on), p.prep_heads
+// value heads a CTA.
 template <class M>
 cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   if (p.chunk_slots <= 0) return cudaSuccess;
   const dim3 grid(unsigned(p.chunk_slots), unsigned(p.Hv));
-  if (runs_wgmma_chain(p) && !p.prepare_mma) {
+  if (runs_wgmma_chain(p)) {
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
     const size_t smem = prepare_wgmma_smem_bytes();  // (the kernels' limit: set_split_smem_limits)

@@ -132,12 +132,8 @@ struct CoreTiles {
   using P = KMajorAt<kC>;
   using T = KMajorAt<kC, kTokenRowXor>;
 };
-// The prepare kernel (split form): its own tiles padded; P written to the prepared chunk in
-// CoreTiles' layout for the wgmma chain, which reads it as it lands (one bulk copy a chunk), or
-// row-major for the mma.sync chains, whose 16-byte copies into padded rows that keeps whole.
-struct PrepareForWgmmaTiles : PaddedTiles {
-  using P = CoreTiles::P;
-};
+// The mma.sync prepare kernel (split form, the mma.sync chains): its own tiles padded; P written
+// to the prepared chunk row-major, which the chains' 16-byte copies into padded rows keep whole.
 struct PrepareForMmaTiles : PaddedTiles {
   using P = RowMajorAt<kC>;
 };
@@ -310,9 +306,14 @@ struct PreparedTiles {
 };
 struct PreparedChunk {
   PreparedTiles tiles;
-  float4 u_frags[kV / 16][8][32];  // U^T = (T Vc)^T [V, C] f32, as accumulator fragments: rows
-                                   // [16 b, +16), token tile t, lane: (row g, tokens 8t + 2q, +1),
-                                   // (row g + 8, the same), g = lane / 4, q = lane % 4
+  union {
+    float4 u_frags[kV / 16][8][32];  // mma.sync chains: U^T = (T Vc)^T [V, C] f32, as accumulator
+                                     // fragments: rows [16 b, +16), token tile t, lane: (row g,
+                                     // tokens 8t + 2q, +1), (row g + 8, the same), g = lane / 4,
+                                     // q = lane % 4
+    uint16_t t_pair[2][kC * kC];     // the wgmma chain: T = hi + lo [C, C] in CoreTiles::T's layout,
+                                     // zeros above the diagonal (the chain forms U^T itself)
+  };
 };
 static_assert(sizeof(PreparedTiles) % 256 == 0 && sizeof(PreparedChunk) % 256 == 0,
               "prepared chunks stay 256-byte aligned");
@@ -373,9 +374,9 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // The wgmma chain (sm_90a; the same grid as the key-half chain, kVSplit CTAs per (sequence,
 // value head), each of one warpgroup): its state rows [64 b, +64) are the m64n128 accumulators of
 // the fused kernel's warpgroups (warp w rows [16 w, +16) of them), and every product runs on
-// wgmma with its operands in shared memory as they land: Qc, Kc by TMA (swizzled), the prepared
-// tiles and the CTA's half of U^T by two bulk copies a chunk, all credited to one mbarrier a
-// stage. o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one
+// wgmma with its operands in shared memory as they land: Qc, Kc and the CTA's 64 columns of Vc
+// by TMA (swizzled), the prepared tiles and T by bulk copies, all credited to one mbarrier a
+// stage; the chain forms U^T = Vc^T T^T itself (docs/NOTES.md, forty-eighth session). o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one
 // TMA box), two of them so that a store's read overlaps the next chunk.
 inline constexpr int kWgChainThreads = 128;
 // A chain CTA's threads (chunk_chain_wgmma_kernel): one warpgroup and a copier warp; or, in pass
@@ -388,15 +389,17 @@ constexpr int wg_chain_threads(bool pass1) { return pass1 ? 3 * kWgChainThreads 
 constexpr int wg_chain_workers(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads; }
 inline constexpr int kWgPairedChainRegs = 232, kWgCopierRegs = 40;  // 2 x 128 x 232 + 128 x 40 <= 65536
 struct WgChainStage {
-  uint16_t q[kC * kK];  // [C, K] Qc, CoreTiles::Q (128-byte swizzled: the stage at a 1024-byte boundary)
-  uint16_t k[kC * kK];  // [C, K] Kc, CoreTiles::K
-  PreparedTiles tiles;  // -W, P, G and the factors, as PreparedChunk holds them
-  float4 u[kChainRows / 16][8][32];  // U^T of the CTA's rows: PreparedChunk::u_frags [4 b, +4)
+  uint16_t q[kC * kK];          // [C, K] Qc, CoreTiles::Q (128-byte swizzled: the stage at a 1024-byte boundary)
+  uint16_t k[kC * kK];          // [C, K] Kc, CoreTiles::K
+  uint16_t v[kC * kChainRows];  // [C, 64] Vc's columns [v0, +64) (the CTA's values), CoreTiles::V's first half
+  PreparedTiles tiles;          // -W, P, G and the factors, as PreparedChunk holds them
+  uint16_t t_pair[2][kC * kC];  // [C, C] T hi, lo (PreparedChunk::t_pair)
 };
 struct WgChainSmem {
   WgChainStage stage[2];
   uint16_t o_stage[2][kC * 64];  // [C, 64] o of the CTA's values, Swizzle128At<kC>'s first half
-  uint64_t full[2];              // stage s has landed (mbarriers)
+  uint64_t full[2];              // stage s has landed (mbarriers), but for
+  uint64_t u_full[2];            // its Vc columns and T
 };
 static_assert(sizeof(WgChainStage) % 1024 == 0 && offsetof(WgChainSmem, o_stage) % 1024 == 0,
               "every swizzled tile of the wgmma chain starts at a 1024-byte boundary");
