@@ -801,18 +801,26 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // loads as soon as the barrier that opens the step before frees their stage, so that no warp of
 // the warpgroups carries them into the step's first product (where the other three waited for
 // it: 13% of the chain's samples).
+// Named barriers: 1 the state's warpgroups, 2 and the copier (a step's first), kBarUStaged + s
+// the U warpgroup -> the state's (stage s's U^T), 5 the U warpgroup alone, 7 every thread (once).
+inline constexpr int kBarUStaged = 3;
 template <class M, bool kPass1, bool kCheckpoints>
 __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  constexpr int kWorkers = wg_chain_workers(kPass1);                // the warpgroups' threads
-  const bool copier = int(threadIdx.x) >= kWorkers;                  // the copier warp('s warpgroup)
-  const bool idle = kPass1 && int(threadIdx.x) >= kWorkers + 32;     // pass 1: its other warps
+  constexpr int kWorkers = wg_chain_workers(kPass1);                // the state warpgroups' threads
+  // U^T by a warpgroup of its own (threads [kWorkers, +128)) but in pass 1, whose runs form it
+  // themselves (wg_chain_threads)
+  constexpr bool kUWarpgroup = !kPass1;
+  constexpr int kCopier0 = 2 * kWgChainThreads;
+  const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp's warpgroup
+  const bool u_role = kUWarpgroup && !copier && int(threadIdx.x) >= kWorkers;  // the U warpgroup
+  const bool idle = int(threadIdx.x) >= kCopier0 + 32;               // its other warps
   const int wg = !kPass1 || copier ? 0 : int(threadIdx.x) / kWgChainThreads;  // the warpgroup (the copier's run: 0's)
-  // (the copier's tid is kWorkers + lane: never a warpgroup's thread 0)
-  const int tid = int(threadIdx.x) - wg * kWgChainThreads, warp = tid >> 5, lane = tid & 31;
+  // (the copier's tid is kCopier0 + lane: never a warpgroup's thread 0; the U warpgroup's 0..127)
+  const int tid = int(threadIdx.x) - wg * kWgChainThreads - (u_role ? kWorkers : 0), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const ChainCta cta = chain_cta<kVSplit>(p);
   if (kPass1 && cta.role == 0 && wg == 1) return;  // segment 0 has no transition to run
@@ -832,7 +840,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;
   if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
-    if (copier || role != 0 || wg != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0))
+    if (copier || u_role || role != 0 || wg != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0))
       return;
     for (int64_t r = tid >> 3; r < sq.len; r += kWgChainThreads / 8) {
       uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
@@ -847,15 +855,19 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
                    // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
   int sigma = 0;
-  if (!copier) load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
-  if (tid == 0 && wg == 0) {
+  if (!copier && !u_role) load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
+  if (tid == 0 && wg == 0 && !u_role) {
     mbarrier_init(&s.full[0], 1);
     mbarrier_init(&s.full[1], 1);
     mbarrier_init(&s.u_full[0], 1);
     mbarrier_init(&s.u_full[1], 1);
     fence_mbarrier_init();
   }
-  if (!idle) sync_with_copier();
+  if constexpr (kUWarpgroup) {
+    if (!idle) named_barrier(7, kCopier0 + 32);  // the barriers are initialised: every working thread
+  } else if (!idle) {
+    sync_with_copier();
+  }
 
   const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
@@ -878,7 +890,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     const uint32_t u_bytes = run.use_u ? uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u) : 0u;
     mbarrier_arrive_expect(&s.u_full[b], u_bytes);
     if (run.use_u) {
-      if (by_tma(c)) tma_load_4d(st.v, &maps.v, &s.u_full[b], v0, h, int(tok0), seq);  // the CTA's 64 values
+      if (by_tma(c)) tma_load_4d(wg_chain_v(st), &maps.v, &s.u_full[b], v0, h, int(tok0), seq);  // the CTA's 64 values
       bulk_load(&st.t_pair[0][0], &pc.t_pair[0][0], sizeof(st.t_pair), &s.u_full[b]);
     }
     mbarrier_arrive_expect(&s.full[b], kHead + kTail + (by_tma(c) ? 4 * kBoxBytes : 0u));
@@ -898,15 +910,14 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     if (!by_tma(c) && wg == 0) {
       load_token_rows<kWgChainThreads, CoreTiles::Q>(p.q, n, tok0, live_rows(c), j, st.q, tid);
       load_token_rows<kWgChainThreads, CoreTiles::K>(p.k, n, tok0, live_rows(c), j, st.k, tid);
-      if (run.use_u) load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, tok0, live_rows(c), h, v0, st.v, tid);
+      if (run.use_u && !kUWarpgroup)  // (the U warpgroup copies its own)
+        load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, tok0, live_rows(c), h, v0, wg_chain_v(st), tid);
     }
   };
 
   if (copier) {  // the copies of each chunk after the barrier that frees its stage, then gone
-    if constexpr (kPass1) {  // its warpgroup gives registers to the chain's (at the roles' split:
-      registers_down<kWgCopierRegs>();  // ptxas budgets each role's code by its setmaxnreg)
-      if (idle) return;
-    }
+    registers_down<kWgCopierRegs>();  // its warpgroup gives registers to the others (at the roles'
+    if (idle) return;                 // split: ptxas budgets each role's code by its setmaxnreg)
     if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
     for (int64_t c = run.c_begin; c < run.c_end; ++c) {
       sync_with_copier();  // chunk c - 1 is done with the other stage
@@ -914,7 +925,31 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     }
     return;
   }
-  if constexpr (kPass1) registers_up<kWgPairedChainRegs>();
+  registers_up<kWgPairedChainRegs>();
+  if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
+                 // warpgroup, which waits for it on named barrier 3 + the stage (kBarUStaged)
+    for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+      const int it = int(c - run.c_begin), b = it & 1;
+      WgChainStage& st = s.stage[b];
+      if (!by_tma(c)) {  // this chunk's Vc columns by cp.async (only this warpgroup reads them)
+        load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, v0,
+                                                             wg_chain_v(st), tid);
+        cp_async_commit();
+        cp_async_wait<0>();
+        fence_shared_for_wgmma();
+        named_barrier(5, kWgChainThreads);
+      }
+      mbarrier_wait(&s.u_full[b], uint32_t(it >> 1) & 1u);  // T (and Vc's box)
+      float U[8][4];  // U^T: [16 value rows, C tokens], warp w's rows as the state's warp w holds them
+      wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, 1.f, U);
+      wgmma_wait<0>();
+      fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
+#pragma unroll
+      for (int t = 0; t < 8; ++t) st.u[warp][t][lane] = make_float4(U[t][0], U[t][1], U[t][2], U[t][3]);
+      named_barrier_arrive(kBarUStaged + b, 2 * kWgChainThreads);
+    }
+    return;
+  }
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
   // Chunk c's Vc columns and T have landed (u_full), and its rows that came by cp.async (every
@@ -944,7 +979,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   // read again (issued all the same: no branch around products).
   const auto issue_u = [&](int64_t c, float (&D)[8][4]) {
     const WgChainStage& st = s.stage[int(c - run.c_begin) & 1];
-    wgmma_u_products<M>(st.v, st.t_pair[0], st.t_pair[1], warp, lane, run.use_u ? pow2(-sigma) : 0.f, D);
+    wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, run.use_u ? pow2(-sigma) : 0.f, D);
     fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
   };
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
@@ -953,7 +988,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   const auto chunks_loop = [&](auto outputs) {
     constexpr bool kOutputs = decltype(outputs)::value;
     float D[8][4];  // D^T <- U^T (issue_u), then += S (-W)^T: [16 value rows, C tokens], at 2^-sigma as S
-    if (run.c_begin < run.c_end) {
+    if (!kUWarpgroup && run.c_begin < run.c_end) {
       keep_state_in_range(S, sigma);
       stage_landed(run.c_begin);
       issue_u(run.c_begin, D);
@@ -968,6 +1003,22 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);  // (Vc's columns and T: stage_landed)
       const WgChainStage& st = s.stage[buf];
+      if constexpr (kUWarpgroup) {
+        if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
+          cp_async_wait<1>();
+          fence_shared_for_wgmma();
+          sync();
+        }
+        named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
+        wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
+        keep_state_in_range(S, sigma);
+        const float u_scale = pow2(-sigma);  // D^T <- U^T or 0, at 2^-sigma as S
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+          const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
+          D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
+        }
+      }
       // -W and P in f16 (PreparedTiles), P at 2^-p_exp
       const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
       float O[8][4];  // O^T: [16 value rows, C tokens]
@@ -1005,11 +1056,13 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       // wait at the state's first use)
       // (pass 1's two warpgroups share 232 registers a thread: there the update completes first,
       // its A fragments dead before Vc^T's are loaded; ptxas spilled in the loops otherwise)
-      if (c + 1 < run.c_end) stage_landed(c + 1);
-      if constexpr (kPass1) wgmma_wait<0>();
-      issue_u(c + 1, D);
-      wgmma_wait<1>();  // the state update
-      check_state_range(D);
+      if constexpr (!kUWarpgroup) {
+        if (c + 1 < run.c_end) stage_landed(c + 1);
+        wgmma_wait<0>();
+        issue_u(c + 1, D);
+        wgmma_wait<1>();  // the state update
+        check_state_range(D);
+      }
       wgmma_wait<0>();
     };
     if constexpr (kCheckpoints && kOutputs) {

@@ -375,26 +375,37 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // value head), each of one warpgroup): its state rows [64 b, +64) are the m64n128 accumulators of
 // the fused kernel's warpgroups (warp w rows [16 w, +16) of them), and every product runs on
 // wgmma with its operands in shared memory as they land: Qc, Kc and the CTA's 64 columns of Vc
-// by TMA (swizzled), the prepared tiles and T by bulk copies, all credited to one mbarrier a
-// stage; the chain forms U^T = Vc^T T^T itself (docs/NOTES.md, forty-eighth session). o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one
-// TMA box), two of them so that a store's read overlaps the next chunk.
+// by TMA (swizzled), the prepared tiles and T by bulk copies. U^T = Vc^T T^T of the CTA's rows is
+// formed on chip: by a warpgroup of its own beside the state's (the U warpgroup, a chunk ahead,
+// into the stage's u), or, in pass 1 of the sequence split (no registers left for it), by each
+// run itself at its step's tail. o leaves through its own staging tile (64 tokens x the CTA's 64
+// values, swizzled: one TMA box), two of them so that a store's read overlaps the next chunk.
 inline constexpr int kWgChainThreads = 128;
-// A chain CTA's threads (chunk_chain_wgmma_kernel): one warpgroup and a copier warp; or, in pass
-// 1 of the sequence split, two warpgroups (a middle segment's R and A) and the copier as a third
-// warpgroup. ptxas budgets registers by whole warpgroups (two and a warp would get 168 a thread,
-// too few for the state, D and O: it serialises the products), so that warpgroup lowers its
-// registers to kWgCopierRegs and the chain's raise theirs to kWgPairedChainRegs (setmaxnreg);
+// A chain CTA's threads (chunk_chain_wgmma_kernel): three warpgroups, the state's, the U
+// warpgroup and the copier warp's; or, in pass 1 of the sequence split, a middle segment's R and
+// A, and the copier's. ptxas budgets registers by whole warpgroups (two and a warp would get 168
+// a thread, too few for the state, D and O: it serialises the products), so the copier's
+// warpgroup lowers its registers to kWgCopierRegs and the others raise theirs to
+// kWgPairedChainRegs (setmaxnreg: a warp of each in a scheduler's quarter of the register file);
 // its warps but the copier leave at once.
-constexpr int wg_chain_threads(bool pass1) { return pass1 ? 3 * kWgChainThreads : kWgChainThreads + 32; }
+constexpr int wg_chain_threads(bool) { return 3 * kWgChainThreads; }
 constexpr int wg_chain_workers(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads; }
 inline constexpr int kWgPairedChainRegs = 232, kWgCopierRegs = 40;  // 2 x 128 x 232 + 128 x 40 <= 65536
 struct WgChainStage {
-  uint16_t q[kC * kK];          // [C, K] Qc, CoreTiles::Q (128-byte swizzled: the stage at a 1024-byte boundary)
-  uint16_t k[kC * kK];          // [C, K] Kc, CoreTiles::K
-  uint16_t v[kC * kChainRows];  // [C, 64] Vc's columns [v0, +64) (the CTA's values), CoreTiles::V's first half
-  PreparedTiles tiles;          // -W, P, G and the factors, as PreparedChunk holds them
-  uint16_t t_pair[2][kC * kC];  // [C, C] T hi, lo (PreparedChunk::t_pair)
+  uint16_t q[kC * kK];  // [C, K] Qc, CoreTiles::Q (128-byte swizzled: the stage at a 1024-byte boundary)
+  uint16_t k[kC * kK];  // [C, K] Kc, CoreTiles::K
+  PreparedTiles tiles;  // -W, P, G and the factors, as PreparedChunk holds them; P's lo half (not
+                        // copied: this chain reads P as one f16 value) holds Vc's columns (wg_chain_v)
+  float4 u[kChainRows / 16][8][32];  // U^T of the CTA's rows as the state's accumulator fragments
+                                     // (PreparedChunk::u_frags' layout), from the U warpgroup
+  uint16_t t_pair[2][kC * kC];       // [C, C] T hi, lo (PreparedChunk::t_pair)
 };
+// [C, 64] Vc's columns [v0, +64) (the CTA's values), CoreTiles::V's first half: in P's lo half
+__host__ __device__ inline uint16_t* wg_chain_v(WgChainStage& st) { return st.tiles.p_lo; }
+__host__ __device__ inline const uint16_t* wg_chain_v(const WgChainStage& st) { return st.tiles.p_lo; }
+static_assert(sizeof(PreparedTiles::p_lo) == kC * kChainRows * 2 &&
+                  (offsetof(WgChainStage, tiles) + offsetof(PreparedTiles, p_lo)) % 1024 == 0,
+              "Vc's swizzled columns fit P's lo half, at a 1024-byte boundary");
 struct WgChainSmem {
   WgChainStage stage[2];
   uint16_t o_stage[2][kC * 64];  // [C, 64] o of the CTA's values, Swizzle128At<kC>'s first half
