@@ -802,8 +802,12 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // the warpgroups carries them into the step's first product (where the other three waited for
 // it: 13% of the chain's samples).
 // Named barriers: 1 the state's warpgroups, 2 and the copier (a step's first), kBarUStaged + s
-// the U warpgroup -> the state's (stage s's U^T), 5 the U warpgroup alone, 7 every thread (once).
-inline constexpr int kBarUStaged = 3;
+// the U warpgroup -> the state's (stage s's U^T), kBarURead + s the state's -> the U warpgroup
+// (stage s's U^T is read: the next into it may be written; the copies between the two order
+// them too, but through an mbarrier racecheck does not follow), kBarPipeIdle the state's ->
+// the U warpgroup (D's products are done: the U warpgroup's products run beside the state's
+// ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
+inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6;
 template <class M, bool kPass1, bool kCheckpoints>
 __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
@@ -940,6 +944,8 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
         named_barrier(5, kWgChainThreads);
       }
       mbarrier_wait(&s.u_full[b], uint32_t(it >> 1) & 1u);  // T (and Vc's box)
+      if (it >= 2) named_barrier(kBarURead + b, 2 * kWgChainThreads);  // chunk c - 2's U^T is read
+      if (it >= 1) named_barrier(kBarPipeIdle, 2 * kWgChainThreads);    // the step before has D
       float U[8][4];  // U^T: [16 value rows, C tokens], warp w's rows as the state's warp w holds them
       wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, 1.f, U);
       wgmma_wait<0>();
@@ -1018,14 +1024,19 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
           const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
           D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
         }
+        if (c + 2 < run.c_end) named_barrier_arrive(kBarURead + buf, 2 * kWgChainThreads);
       }
       // -W and P in f16 (PreparedTiles), P at 2^-p_exp
       const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
       float O[8][4];  // O^T: [16 value rows, C tokens]
       const float decay = chunk_decay(ct);
       uint32_t a[4][2][4];
-      wgmma_chain_outputs_half<M, kOutputs, 4, 2, true>(ct, lane, S, D, O, sigma, decay,
-                                                        [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); });
+      wgmma_chain_outputs_half<M, kOutputs, 4, 2, true>(
+          ct, lane, S, D, O, sigma, decay, [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); },
+          [&] {  // the U warpgroup's products for chunk c + 1 go now (kBarPipeIdle)
+            if constexpr (kUWarpgroup)
+              if (c + 1 < run.c_end) named_barrier_arrive(kBarPipeIdle, 2 * kWgChainThreads);
+          });
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]

@@ -511,10 +511,11 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
 // stood between D^T P^T's issue and the update's, where the pipe ran dry). The fused kernel's
 // chain keeps the late form: at its 176 registers ptxas serialised its wgmma with the early one.
 template <class M, bool kOutputs = true, int kLeftInFlight = 0, int kFragDepth = 2, bool kDecayEarly = false,
-          class ThenIssue = NoWork>
+          class ThenIssue = NoWork, class DComplete = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                          float (&D)[8][4], float (&O)[8][4], int& sigma,
-                                                         float s_decay, ThenIssue&& then_issue = NoWork{}) {
+                                                         float s_decay, ThenIssue&& then_issue = NoWork{},
+                                                         DComplete&& d_complete = NoWork{}) {
   constexpr bool kSame = std::is_same_v<M, MmaF16>;  // f16 inputs: one fragment serves both
   const int q = lane & 3;
   constexpr int kF = kFragDepth;  // fragment sets in flight: a k step reuses set ks % kF once
@@ -542,6 +543,7 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
     float2 qf[8];  // read while the products run
     load_output_factors(ct, q, qf);
     wgmma_wait<0>();
+    d_complete();  // (the caller's signal: the tensor pipe has nothing of this warpgroup's now)
     keep_values_in_range(S, D, O, sigma);
     scale_token_columns(O, qf);
 #pragma unroll
