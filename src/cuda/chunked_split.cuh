@@ -806,9 +806,8 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // (stage s's U^T is read: the next into it may be written; the copies between the two order
 // them too, but through an mbarrier racecheck does not follow), kBarPipeIdle the state's ->
 // the U warpgroup (D's products are done: the U warpgroup's products run beside the state's
-// ALU work, not between its dependent products), kBarUOperandsRead + s the U warpgroup -> the
-// copier (stage s's Vc and T are read), 5 the U warpgroup alone, 7 every thread (once).
-inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarUOperandsRead = 10;
+// ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
+inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6;
 template <class M, bool kPass1, bool kCheckpoints>
 __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
@@ -882,28 +881,22 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. The copier's
   // first lane issues the copies (issue; its run is warpgroup 0's, which takes U whenever a run
   // of the CTA does); warpgroup 0 copies the rows that come by cp.async (load).
-  constexpr uint32_t kBoxBytes = kC * 64 * 2;
-  // chunk c's Vc columns and T into stage b, on u_full[b] (U^T's operands)
-  const auto issue_u_operands = [&](int b, int64_t c) {
-    WgChainStage& st = s.stage[b];
-    const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
-    const uint32_t u_bytes = run.use_u ? uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u) : 0u;
-    mbarrier_arrive_expect(&s.u_full[b], u_bytes);
-    if (run.use_u) {
-      if (by_tma(c)) tma_load_4d(wg_chain_v(st), &maps.v, &s.u_full[b], v0, h, int(sq.bos + c * kC), seq);  // the CTA's 64 values
-      bulk_load(&st.t_pair[0][0], &pc.t_pair[0][0], sizeof(st.t_pair), &s.u_full[b]);
-    }
-  };
-  // the rest of chunk c into stage b (with kUWarpgroup; else U^T's operands first)
   const auto issue = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
+    constexpr uint32_t kBoxBytes = kC * 64 * 2;
     const PreparedChunk& pc = prepared_h[chunk_slot(p, n, sq, c) * p.Hv];
     // the prepared tiles but P's lo half (P is one f16 value for this chain: PreparedTiles)
     constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
     constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
     static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
-    if constexpr (!kUWarpgroup) issue_u_operands(b, c);  // (U^T's products wait for them a step early)
+    // first Vc's columns and T, on u_full[b]: U^T's products wait for them a step early
+    const uint32_t u_bytes = run.use_u ? uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u) : 0u;
+    mbarrier_arrive_expect(&s.u_full[b], u_bytes);
+    if (run.use_u) {
+      if (by_tma(c)) tma_load_4d(wg_chain_v(st), &maps.v, &s.u_full[b], v0, h, int(tok0), seq);  // the CTA's 64 values
+      bulk_load(&st.t_pair[0][0], &pc.t_pair[0][0], sizeof(st.t_pair), &s.u_full[b]);
+    }
     mbarrier_arrive_expect(&s.full[b], kHead + kTail + (by_tma(c) ? 4 * kBoxBytes : 0u));
     bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
     bulk_load(&st.tiles.G[0], &pc.tiles.G[0], kTail, &s.full[b]);
@@ -929,25 +922,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   if (copier) {  // the copies of each chunk after the barrier that frees its stage, then gone
     registers_down<kWgCopierRegs>();  // its warpgroup gives registers to the others (at the roles'
     if (idle) return;                 // split: ptxas budgets each role's code by its setmaxnreg)
-    // With the U warpgroup, U^T's operands go a chunk earlier than the rest: chunk c + 2's once
-    // the U warpgroup has read chunk c's (kBarUOperandsRead), so that its products are done
-    // before the state's step needs them (issued with the rest, a step ahead, they made the
-    // state's warpgroup wait: +14% a step)
-    if (lane == 0 && run.c_begin < run.c_end) {
-      if constexpr (kUWarpgroup) {
-        issue_u_operands(0, run.c_begin);
-        if (run.c_begin + 1 < run.c_end) issue_u_operands(1, run.c_begin + 1);
-      }
-      issue(0, run.c_begin);
-    }
+    if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
     for (int64_t c = run.c_begin; c < run.c_end; ++c) {
-      const int b = int(c - run.c_begin) & 1;
       sync_with_copier();  // chunk c - 1 is done with the other stage
-      if (lane == 0 && c + 1 < run.c_end) issue(b ^ 1, c + 1);
-      if (kUWarpgroup && c + 2 < run.c_end) {
-        named_barrier(kBarUOperandsRead + b, kWgChainThreads + 32);
-        if (lane == 0) issue_u_operands(b, c + 2);
-      }
+      if (lane == 0 && c + 1 < run.c_end) issue(int(c - run.c_begin + 1) & 1, c + 1);
     }
     return;
   }
@@ -972,7 +950,6 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, 1.f, U);
       wgmma_wait<0>();
       fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
-      if (c + 2 < run.c_end) named_barrier_arrive(kBarUOperandsRead + b, kWgChainThreads + 32);
 #pragma unroll
       for (int t = 0; t < 8; ++t) st.u[warp][t][lane] = make_float4(U[t][0], U[t][1], U[t][2], U[t][3]);
       named_barrier_arrive(kBarUStaged + b, 2 * kWgChainThreads);
