@@ -211,14 +211,15 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 // warp-specialised fused kernel's; as 3xTF32 products they took 15.6% of this kernel's samples,
 // Nsight Compute, fourteenth session, and the split cases 3 to 4% longer, twenty-sixth). Two
 // instances: kGroup for p.prep_heads > 1, and one head a CTA (without the loop's live values:
-// fewer registers).
-template <class M, bool kGroup>
+// fewer registers). kWritesT (ChunkParams::chain_forms_u): T's halves to the prepared chunk
+// instead of U^T, and no v (the chain's U warpgroup forms U^T = Vc^T T^T).
+template <class M, bool kGroup, bool kWritesT>
 __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     chunk_prepare_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   PrepWgSmem& s = *reinterpret_cast<PrepWgSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  __shared__ uint64_t landed[1];  // q and k have landed (one phase)
+  __shared__ uint64_t landed[2];  // q and k have landed (one phase); v (a phase a head)
   __shared__ float p_max[kWarps];  // each warp's largest |P| (without qk_l2norm)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   constexpr int kGateWarp = 4;  // forms the next head's gates while warps 0..3 substitute
@@ -228,6 +229,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   // q and k of the chunk's key head by TMA onto landed[0] (thread 0)
   const auto load_q_k = [&](int seq, int tok) {
     mbarrier_init(&landed[0], 1);
+    mbarrier_init(&landed[1], 1);
     fence_mbarrier_init();
     mbarrier_arrive_expect(&landed[0], 4 * kBoxBytes);
 #pragma unroll
@@ -250,13 +252,27 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   const int heads = kGroup ? p.prep_heads : 1;
   const bool tma = maps.on && !(p.cu_seqlens && pc.rows < kC);  // uniform over the CTA
   const int seq = p.cu_seqlens ? 0 : int(pc.n), tok = int(pc.tok0);  // the maps' coordinates
+  // head h's v rows into s.v (TMA: on landed[1], by thread 0); none with kWritesT
+  const auto load_v = [&](int h) {
+    if constexpr (kWritesT) {
+      if (!tma) cp_async_commit();
+    } else if (!tma) {
+      load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, h, &s.v[0][0][0], tid);
+      cp_async_commit();
+    } else if (tid == 0) {
+      mbarrier_arrive_expect(&landed[1], 2 * kBoxBytes);
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        tma_load_4d(&s.v[0][0][0] + half * kC * 64, &maps.v, &landed[1], 64 * half, h, tok, seq);
+    }
+  };
   if (!p.l2norm && tid < kC) s.rq[tid] = s.rk[tid] = 1.f;
   if (tma) {
     if (!early && tid == 0) load_q_k(seq, tok);
   } else {
     load_token_rows<kThreads, CoreTiles::Q>(p.q, pc.n, pc.tok0, pc.rows, pc.j, &s.q[0][0][0], tid);
     load_token_rows<kThreads, CoreTiles::K>(p.k, pc.n, pc.tok0, pc.rows, pc.j, &s.k[0][0][0], tid);
-    cp_async_commit();
+    load_v(pc.h);  // one commit group with q and k
   }
   if (warp == 0) chunk_gates(p, s.G, s.beta, head_gate(p, pc.h), load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
   if (tma) {
@@ -299,6 +315,8 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       }
       if (tid == 0) out.tiles.p_exp = p_exp;
     }
+    if (!kWritesT && i == 0 && tma) load_v(h);  // not with q and k: it delayed their landing (Nsight
+                                                // Compute: the kernel 5% slower, its wait for them 22 -> 25%)
     if (warp == kGateWarp && i + 1 < heads)
       chunk_gates(p, s.G_next, s.beta_next, head_gate(p, h_next), gates_next, pc.rows, lane);
     // (the merges read no block above it; the one-head instance without the powers' check)
@@ -319,18 +337,39 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
         *reinterpret_cast<uint4*>(half + at) = make_uint4(0u, 0u, 0u, 0u);
       }
     }
-    __syncthreads();  // T is complete, X is read: -W takes its place
-    // T's halves to the prepared chunk (the chain forms U^T = Vc^T T^T: chunk_chain_wgmma_kernel)
-    static_assert(sizeof(PreparedChunk::t_pair) == 2 * kC * kC * 2, "T's 16 KB, four pieces a thread");
+    if constexpr (kWritesT) {
+      __syncthreads();  // T is complete, X is read: -W takes its place
+      // T's halves to the prepared chunk (the chain's U warpgroup forms U^T = Vc^T T^T)
+      static_assert(sizeof(PreparedChunk::t_pair) == 2 * kC * kC * 2, "T's 16 KB, four pieces a thread");
 #pragma unroll
-    for (int e = 0; e < 2 * kC * kC / 8 / kThreads; ++e) {
-      const int idx = tid + kThreads * e, half = idx / (kC * kC / 8), at = 8 * (idx % (kC * kC / 8));
-      *reinterpret_cast<uint4*>(&out.t_pair[half][at]) =
-          *reinterpret_cast<const uint4*>((half ? &s.t.lo[0][0] : &s.t.hi[0][0]) + at);
+      for (int e = 0; e < 2 * kC * kC / 8 / kThreads; ++e) {
+        const int idx = tid + kThreads * e, half = idx / (kC * kC / 8), at = 8 * (idx % (kC * kC / 8));
+        *reinterpret_cast<uint4*>(&out.t_pair[half][at]) =
+            *reinterpret_cast<const uint4*>((half ? &s.t.lo[0][0] : &s.t.hi[0][0]) + at);
+      }
+      float D[8][4];  // (not formed: UProducts::kNone)
+      wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, UProducts::kNone>(s, 0, warp, lane, D);
+      __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's
+    } else {
+      if (tma)
+        mbarrier_wait(&landed[1], uint32_t(i) & 1u);
+      else
+        cp_async_wait<0>();
+      fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
+      __syncthreads();  // X is read: -W takes its place
+      float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
+      // (U's products on T's rows that can be nonzero after -W's in the one-head instance; the
+      // group instance, whose loop keeps more values live, takes every row of T, its zeros above
+      // the diagonal written above: ptxas serialised its wgmma with either triangular form, C7511)
+      constexpr UProducts kU = kGroup ? UProducts::kFull : UProducts::kTriangularAfterW;
+      wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, kU>(s, 0, warp, lane, D);
+#pragma unroll
+      for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
+        out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+      if (kGroup && tma) fence_shared_for_wgmma();  // this thread's reads of v -> the TMA that refills it
+      __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's; v is read
+      if (i + 1 < heads) load_v(h_next);
     }
-    float D[8][4];  // (not formed: UProducts::kNone)
-    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, UProducts::kNone>(s, 0, warp, lane, D);
-    __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's
     static_assert(sizeof(PreparedTiles::w_neg) == kC * kK * 2, "-W's 16 KB, one piece a thread and step");
 #pragma unroll
     for (int e = 0; e < kC * kK / 8 / kThreads; ++e) {
@@ -815,9 +854,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   constexpr int kWorkers = wg_chain_workers(kPass1);                // the state warpgroups' threads
-  // U^T by a warpgroup of its own (threads [kWorkers, +128)) but in pass 1, whose runs form it
-  // themselves (wg_chain_threads)
+  // U^T by a warpgroup of its own (threads [kWorkers, +128)) where p.chain_forms_u, but in pass
+  // 1, whose calls (the sequence split) never take it: their prepared chunks hold U^T
   constexpr bool kUWarpgroup = !kPass1;
+  const bool forms_u = kUWarpgroup && p.chain_forms_u;
   constexpr int kCopier0 = 2 * kWgChainThreads;
   const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp's warpgroup
   const bool u_role = kUWarpgroup && !copier && int(threadIdx.x) >= kWorkers;  // the U warpgroup
@@ -878,9 +918,11 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   const bool tma = maps.on != 0;
   const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
   const int seq = p.cu_seqlens ? 0 : int(n);  // the maps' sequence coordinate
-  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. The copier's
-  // first lane issues the copies (issue; its run is warpgroup 0's, which takes U whenever a run
-  // of the CTA does); warpgroup 0 copies the rows that come by cp.async (load).
+  // chunk c into stage b: everything but cp.async'd rows is credited to full[b], but U^T's
+  // operands (Vc's columns, T) where the U warpgroup forms it (forms_u): to u_full[b], which only
+  // that warpgroup waits on. The copier's first lane issues the copies (issue; its run is
+  // warpgroup 0's, which takes U whenever a run of the CTA does); warpgroup 0 copies the rows
+  // that come by cp.async (load), the U warpgroup its Vc columns.
   const auto issue = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
@@ -890,16 +932,17 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
     constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
     static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
-    // first Vc's columns and T, on u_full[b]: U^T's products wait for them a step early
-    const uint32_t u_bytes = run.use_u ? uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u) : 0u;
-    mbarrier_arrive_expect(&s.u_full[b], u_bytes);
-    if (run.use_u) {
+    if (forms_u) {  // first Vc's columns and T
+      mbarrier_arrive_expect(&s.u_full[b], uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u));
       if (by_tma(c)) tma_load_4d(wg_chain_v(st), &maps.v, &s.u_full[b], v0, h, int(tok0), seq);  // the CTA's 64 values
       bulk_load(&st.t_pair[0][0], &pc.t_pair[0][0], sizeof(st.t_pair), &s.u_full[b]);
     }
-    mbarrier_arrive_expect(&s.full[b], kHead + kTail + (by_tma(c) ? 4 * kBoxBytes : 0u));
+    const bool u_copied = run.use_u && !forms_u;  // U^T of the CTA's rows, as prepared
+    mbarrier_arrive_expect(&s.full[b], kHead + kTail + (u_copied ? uint32_t(sizeof(st.u)) : 0u) +
+                                           (by_tma(c) ? 4 * kBoxBytes : 0u));
     bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
     bulk_load(&st.tiles.G[0], &pc.tiles.G[0], kTail, &s.full[b]);
+    if (u_copied) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
     if (by_tma(c)) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -914,8 +957,6 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     if (!by_tma(c) && wg == 0) {
       load_token_rows<kWgChainThreads, CoreTiles::Q>(p.q, n, tok0, live_rows(c), j, st.q, tid);
       load_token_rows<kWgChainThreads, CoreTiles::K>(p.k, n, tok0, live_rows(c), j, st.k, tid);
-      if (run.use_u && !kUWarpgroup)  // (the U warpgroup copies its own)
-        load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, tok0, live_rows(c), h, v0, wg_chain_v(st), tid);
     }
   };
 
@@ -930,76 +971,42 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     return;
   }
   registers_up<kWgPairedChainRegs>();
-  if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
-                 // warpgroup, which waits for it on named barrier 3 + the stage (kBarUStaged)
-    for (int64_t c = run.c_begin; c < run.c_end; ++c) {
-      const int it = int(c - run.c_begin), b = it & 1;
-      WgChainStage& st = s.stage[b];
-      if (!by_tma(c)) {  // this chunk's Vc columns by cp.async (only this warpgroup reads them)
-        load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, v0,
-                                                             wg_chain_v(st), tid);
-        cp_async_commit();
-        cp_async_wait<0>();
-        fence_shared_for_wgmma();
-        named_barrier(5, kWgChainThreads);
-      }
-      mbarrier_wait(&s.u_full[b], uint32_t(it >> 1) & 1u);  // T (and Vc's box)
-      if (it >= 2) named_barrier(kBarURead + b, 2 * kWgChainThreads);  // chunk c - 2's U^T is read
-      if (it >= 1) named_barrier(kBarPipeIdle, 2 * kWgChainThreads);    // the step before has D
-      float U[8][4];  // U^T: [16 value rows, C tokens], warp w's rows as the state's warp w holds them
-      wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, 1.f, U);
-      wgmma_wait<0>();
-      fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
+  if constexpr (kUWarpgroup) {
+    if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
+                   // warpgroup, which waits for it on named barrier 3 + the stage (kBarUStaged)
+      if (!forms_u) return;
+      for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+        const int it = int(c - run.c_begin), b = it & 1;
+        WgChainStage& st = s.stage[b];
+        if (!by_tma(c)) {  // this chunk's Vc columns by cp.async (only this warpgroup reads them)
+          load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, v0,
+                                                               wg_chain_v(st), tid);
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_shared_for_wgmma();
+          named_barrier(5, kWgChainThreads);
+        }
+        mbarrier_wait(&s.u_full[b], uint32_t(it >> 1) & 1u);  // T (and Vc's box)
+        if (it >= 2) named_barrier(kBarURead + b, 2 * kWgChainThreads);  // chunk c - 2's U^T is read
+        if (it >= 1) named_barrier(kBarPipeIdle, 2 * kWgChainThreads);    // the step before has D
+        float U[8][4];  // U^T: [16 value rows, C tokens], warp w's rows as the state's warp w holds them
+        wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, 1.f, U);
+        wgmma_wait<0>();
+        fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
 #pragma unroll
-      for (int t = 0; t < 8; ++t) st.u[warp][t][lane] = make_float4(U[t][0], U[t][1], U[t][2], U[t][3]);
-      named_barrier_arrive(kBarUStaged + b, 2 * kWgChainThreads);
+        for (int t = 0; t < 8; ++t) st.u[warp][t][lane] = make_float4(U[t][0], U[t][1], U[t][2], U[t][3]);
+        named_barrier_arrive(kBarUStaged + b, 2 * kWgChainThreads);
+      }
+      return;
     }
-    return;
   }
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
-  // Chunk c's Vc columns and T have landed (u_full), and its rows that came by cp.async (every
-  // thread's: Qc, Kc too) are visible to wgmma.
-  const auto stage_landed = [&](int64_t c) {
-    const int it = int(c - run.c_begin);
-    mbarrier_wait(&s.u_full[it & 1], uint32_t(it >> 1) & 1u);
-    if (!by_tma(c)) {
-      cp_async_wait<0>();
-      fence_shared_for_wgmma();
-      sync();
-    }
-  };
-  // The state's range (chunked_range.cuh) with U^T's products in flight in D: a change of sigma
-  // takes D to the new scale once they are done (rare).
-  const auto check_state_range = [&](float (&D)[8][4]) {
-    const int sigma_u = sigma;
-    keep_state_in_range(S, sigma);
-    if (sigma != sigma_u) {
-      wgmma_wait<0>();
-      scale_tiles(D, pow2(sigma_u - sigma));
-    }
-  };
-  // U^T = Vc^T T^T of chunk c into D at 2^-sigma, the state's scale (U = 0 for a transition run:
-  // zero A fragments), issued once the step before has staged o: its products run across the
-  // steps' boundary. After the run's last chunk, products on a stage no chunk filled: D is not
-  // read again (issued all the same: no branch around products).
-  const auto issue_u = [&](int64_t c, float (&D)[8][4]) {
-    const WgChainStage& st = s.stage[int(c - run.c_begin) & 1];
-    wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, run.use_u ? pow2(-sigma) : 0.f, D);
-    fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
-  };
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
   // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
   const auto chunks_loop = [&](auto outputs) {
     constexpr bool kOutputs = decltype(outputs)::value;
-    float D[8][4];  // D^T <- U^T (issue_u), then += S (-W)^T: [16 value rows, C tokens], at 2^-sigma as S
-    if (!kUWarpgroup && run.c_begin < run.c_end) {
-      keep_state_in_range(S, sigma);
-      stage_landed(run.c_begin);
-      issue_u(run.c_begin, D);
-      wgmma_wait<0>();
-    }
     const auto chunk_step = [&](int64_t c) {
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
@@ -1007,25 +1014,24 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       sync_with_copier();  // chunk c - 1 is done with the other stage
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
-      mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);  // (Vc's columns and T: stage_landed)
+      mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
       const WgChainStage& st = s.stage[buf];
-      if constexpr (kUWarpgroup) {
-        if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
-          cp_async_wait<1>();
-          fence_shared_for_wgmma();
-          sync();
-        }
-        named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
-        wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
-        keep_state_in_range(S, sigma);
-        const float u_scale = pow2(-sigma);  // D^T <- U^T or 0, at 2^-sigma as S
-#pragma unroll
-        for (int t = 0; t < 8; ++t) {
-          const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
-          D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
-        }
-        if (c + 2 < run.c_end) named_barrier_arrive(kBarURead + buf, 2 * kWgChainThreads);
+      if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
+        cp_async_wait<1>();
+        fence_shared_for_wgmma();
+        sync();
       }
+      if (forms_u) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
+      wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
+      keep_state_in_range(S, sigma);
+      float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
+      const float u_scale = pow2(-sigma);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
+        D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
+      }
+      if (forms_u && c + 2 < run.c_end) named_barrier_arrive(kBarURead + buf, 2 * kWgChainThreads);
       // -W and P in f16 (PreparedTiles), P at 2^-p_exp
       const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
       float O[8][4];  // O^T: [16 value rows, C tokens]
@@ -1034,8 +1040,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       wgmma_chain_outputs_half<M, kOutputs, 4, 2, true>(
           ct, lane, S, D, O, sigma, decay, [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); },
           [&] {  // the U warpgroup's products for chunk c + 1 go now (kBarPipeIdle)
-            if constexpr (kUWarpgroup)
-              if (c + 1 < run.c_end) named_barrier_arrive(kBarPipeIdle, 2 * kWgChainThreads);
+            if (forms_u && c + 1 < run.c_end) named_barrier_arrive(kBarPipeIdle, 2 * kWgChainThreads);
           });
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
@@ -1067,13 +1072,6 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       // wait at the state's first use)
       // (pass 1's two warpgroups share 232 registers a thread: there the update completes first,
       // its A fragments dead before Vc^T's are loaded; ptxas spilled in the loops otherwise)
-      if constexpr (!kUWarpgroup) {
-        if (c + 1 < run.c_end) stage_landed(c + 1);
-        wgmma_wait<0>();
-        issue_u(c + 1, D);
-        wgmma_wait<1>();  // the state update
-        check_state_range(D);
-      }
       wgmma_wait<0>();
     };
     if constexpr (kCheckpoints && kOutputs) {
@@ -1106,7 +1104,6 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   } else {
     chunks_loop(std::true_type{});
   }
-  wgmma_wait<0>();                        // (the products after the run's last chunk)
   if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
   if (sigma != 0) scale_tiles(S, pow2(sigma));
   if (run.end_state) store_segment_state(run.end_state, S, row0, 0, g, q);
@@ -1281,10 +1278,16 @@ cudaError_t set_split_smem_limits() {
   cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(sizeof(PrepSmem)));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(prepare_wgmma_smem_bytes()));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(prepare_wgmma_smem_bytes()));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(prepare_wgmma_smem_bytes()));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(prepare_wgmma_smem_bytes()));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, kVSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1316,10 +1319,13 @@ cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStrea
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
     const size_t smem = prepare_wgmma_smem_bytes();  // (the kernels' limit: set_split_smem_limits)
-    if (p.prep_heads > 1 || !p.prep_one_head_instance)
-      chunk_prepare_wgmma_kernel<M, true><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
+    const bool group = p.prep_heads > 1 || !p.prep_one_head_instance;
+    if (p.chain_forms_u)
+      (group ? chunk_prepare_wgmma_kernel<M, true, true> : chunk_prepare_wgmma_kernel<M, false, true>)
+          <<<groups, dim3(kThreads), smem, stream>>>(p, maps);
     else
-      chunk_prepare_wgmma_kernel<M, false><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
+      (group ? chunk_prepare_wgmma_kernel<M, true, false> : chunk_prepare_wgmma_kernel<M, false, false>)
+          <<<groups, dim3(kThreads), smem, stream>>>(p, maps);
   } else
     chunk_prepare_kernel<M><<<grid, dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
   return cudaGetLastError();
