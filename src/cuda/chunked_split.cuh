@@ -990,7 +990,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
         if (it >= 2) named_barrier(kBarURead + b, 2 * kWgChainThreads);  // chunk c - 2's U^T is read
         if (it >= 1) named_barrier(kBarPipeIdle, 2 * kWgChainThreads);    // the step before has D
         float U[8][4];  // U^T: [16 value rows, C tokens], warp w's rows as the state's warp w holds them
-        wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, 1.f, U);
+        wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, U);
         wgmma_wait<0>();
         fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
 #pragma unroll

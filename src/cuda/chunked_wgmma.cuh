@@ -386,28 +386,17 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
   }
 }
 
-// The wgmma chain's U^T = Vc^T (T hi + T lo)^T for its warpgroup's 64 value rows, into D (D's
+// The wgmma chain's U^T = Vc^T (T hi + T lo)^T for a warpgroup's 64 value rows, into D (D's
 // values not read): A = Vc^T from registers, by transposing ldmatrix of the stage's [C, 64]
-// value columns (CoreTiles::V's first half), times v_scale where that is not 1 (2^-sigma, the
-// state's scale: a power of two, exact; 0 for a transition run, U = 0, with no branch around
-// products); B = T's halves, K-major (CoreTiles::T, zeros above the diagonal). The products
-// and their order are the prepare kernels' before the chain took them (UProducts::kFull): the
+// value columns (CoreTiles::V's first half); B = T's halves, K-major (CoreTiles::T, zeros above
+// the diagonal). The products and their order are the prepare kernels' (UProducts::kFull): the
 // same bits. One commit group, not waited for: D, the stage's Vc and T stay in use until a wait.
 template <class M>
 __device__ __forceinline__ void wgmma_u_products(const uint16_t* v_tile, const uint16_t* t_hi, const uint16_t* t_lo,
-                                                 int warp, int lane, float v_scale, float (&D)[8][4]) {
+                                                 int warp, int lane, float (&D)[8][4]) {
   uint32_t va[kC / 16][4];  // Vc^T's A fragments, k-step ks: tokens [16 ks, +16)
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) ldsm_x4_trans(va[ks], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));
-  if (v_scale != 1.f) {
-#pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float2 x = M::unpack(va[ks][r]);
-        va[ks][r] = M::pack(x.x * v_scale, x.y * v_scale);
-      }
-  }
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kC / 16; ++ks) {
