@@ -847,19 +847,20 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // the U warpgroup (D's products are done: the U warpgroup's products run beside the state's
 // ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6;
-template <class M, bool kPass1, bool kCheckpoints>
-__global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
+template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup>
+__global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   constexpr int kWorkers = wg_chain_workers(kPass1);                // the state warpgroups' threads
-  // U^T by a warpgroup of its own (threads [kWorkers, +128)) where p.chain_forms_u, but in pass
-  // 1, whose calls (the sequence split) never take it: their prepared chunks hold U^T
-  constexpr bool kUWarpgroup = !kPass1;
-  const bool forms_u = kUWarpgroup && p.chain_forms_u;
-  constexpr int kCopier0 = 2 * kWgChainThreads;
-  const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp's warpgroup
+  // kUWarpgroup: U^T by a warpgroup of its own (threads [kWorkers, +128)), the instance for
+  // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
+  static_assert(!(kPass1 && kUWarpgroup), "pass 1 takes U^T as prepared");
+  constexpr bool forms_u = kUWarpgroup;
+  constexpr bool kThreeWarpgroups = kPass1 || kUWarpgroup;  // (wg_chain_threads)
+  constexpr int kCopier0 = kThreeWarpgroups ? 2 * kWgChainThreads : kWorkers;
+  const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp('s warpgroup)
   const bool u_role = kUWarpgroup && !copier && int(threadIdx.x) >= kWorkers;  // the U warpgroup
   const bool idle = int(threadIdx.x) >= kCopier0 + 32;               // its other warps
   const int wg = !kPass1 || copier ? 0 : int(threadIdx.x) / kWgChainThreads;  // the warpgroup (the copier's run: 0's)
@@ -903,8 +904,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   if (tid == 0 && wg == 0 && !u_role) {
     mbarrier_init(&s.full[0], 1);
     mbarrier_init(&s.full[1], 1);
-    mbarrier_init(&s.u_full[0], 1);
-    mbarrier_init(&s.u_full[1], 1);
+    if constexpr (kUWarpgroup) {
+      mbarrier_init(&s.u_full[0], 1);
+      mbarrier_init(&s.u_full[1], 1);
+    }
     fence_mbarrier_init();
   }
   if constexpr (kUWarpgroup) {
@@ -961,8 +964,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   };
 
   if (copier) {  // the copies of each chunk after the barrier that frees its stage, then gone
-    registers_down<kWgCopierRegs>();  // its warpgroup gives registers to the others (at the roles'
-    if (idle) return;                 // split: ptxas budgets each role's code by its setmaxnreg)
+    if constexpr (kThreeWarpgroups) {   // its warpgroup gives registers to the others (at the roles'
+      registers_down<kWgCopierRegs>();  // split: ptxas budgets each role's code by its setmaxnreg)
+      if (idle) return;
+    }
     if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
     for (int64_t c = run.c_begin; c < run.c_end; ++c) {
       sync_with_copier();  // chunk c - 1 is done with the other stage
@@ -970,11 +975,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     }
     return;
   }
-  registers_up<kWgPairedChainRegs>();
+  if constexpr (kThreeWarpgroups) registers_up<kWgPairedChainRegs>();
   if constexpr (kUWarpgroup) {
     if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
                    // warpgroup, which waits for it on named barrier 3 + the stage (kBarUStaged)
-      if (!forms_u) return;
       for (int64_t c = run.c_begin; c < run.c_end; ++c) {
         const int it = int(c - run.c_begin), b = it & 1;
         WgChainStage& st = s.stage[b];
@@ -1141,7 +1145,7 @@ template <class M>
 bool wgmma_chain_runs() {
   static const bool runs = [] {
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M, false, false>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M, false, false, false>) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
@@ -1298,10 +1302,12 @@ cudaError_t set_split_smem_limits() {
   const auto wgmma_chain_limit = [](const void* kernel) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgChainSmemBytes));
   };
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, false>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, true>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false, true>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, false, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true, true>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, true, false>));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kCombineSmemBytes));
@@ -1340,11 +1346,14 @@ cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& map
   const bool ckpt = p.ckpt_tokens > 0;
   if (runs_wgmma_chain(p) && p.seg_pass == 1) {  // paired: one CTA for a middle segment's R and A
     const dim3 pass1(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments)));
-    (ckpt ? chunk_chain_wgmma_kernel<M, true, true> : chunk_chain_wgmma_kernel<M, true, false>)
-        <<<pass1, dim3(wg_chain_threads(true)), kWgChainSmemBytes, stream>>>(p, maps);
+    (ckpt ? chunk_chain_wgmma_kernel<M, true, true, false> : chunk_chain_wgmma_kernel<M, true, false, false>)
+        <<<pass1, dim3(wg_chain_threads(true, false)), kWgChainSmemBytes, stream>>>(p, maps);
+  } else if (runs_wgmma_chain(p) && p.chain_forms_u) {  // U^T by the chain's U warpgroup
+    (ckpt ? chunk_chain_wgmma_kernel<M, false, true, true> : chunk_chain_wgmma_kernel<M, false, false, true>)
+        <<<grid, dim3(wg_chain_threads(false, true)), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (runs_wgmma_chain(p)) {
-    (ckpt ? chunk_chain_wgmma_kernel<M, false, true> : chunk_chain_wgmma_kernel<M, false, false>)
-        <<<grid, dim3(wg_chain_threads(false)), kWgChainSmemBytes, stream>>>(p, maps);
+    (ckpt ? chunk_chain_wgmma_kernel<M, false, true, false> : chunk_chain_wgmma_kernel<M, false, false, false>)
+        <<<grid, dim3(wg_chain_threads(false, false)), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (ckpt) {  // (the host sends such calls to the fused kernel)
     return cudaErrorInvalidValue;
   } else if (p.chain_split == 1)

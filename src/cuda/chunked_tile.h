@@ -381,14 +381,19 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // run itself at its step's tail. o leaves through its own staging tile (64 tokens x the CTA's 64
 // values, swizzled: one TMA box), two of them so that a store's read overlaps the next chunk.
 inline constexpr int kWgChainThreads = 128;
-// A chain CTA's threads (chunk_chain_wgmma_kernel): three warpgroups, the state's, the U
-// warpgroup and the copier warp's; or, in pass 1 of the sequence split, a middle segment's R and
-// A, and the copier's. ptxas budgets registers by whole warpgroups (two and a warp would get 168
-// a thread, too few for the state, D and O: it serialises the products), so the copier's
-// warpgroup lowers its registers to kWgCopierRegs and the others raise theirs to
-// kWgPairedChainRegs (setmaxnreg: a warp of each in a scheduler's quarter of the register file);
-// its warps but the copier leave at once.
-constexpr int wg_chain_threads(bool) { return 3 * kWgChainThreads; }
+// A chain CTA's threads (chunk_chain_wgmma_kernel): the state's warpgroup and a copier warp;
+// or three warpgroups: the state's, the U warpgroup and the copier warp's (kUWarpgroup, where the
+// chain forms U^T: ChunkParams::chain_forms_u), or, in pass 1 of the sequence split, a middle
+// segment's R and A, and the copier's. ptxas budgets registers by whole warpgroups (two and a
+// warp would get 168 a thread, too few for the state, D and O: it serialises the products), so in
+// the three-warpgroup shapes the copier's warpgroup lowers its registers to kWgCopierRegs and the
+// others raise theirs to kWgPairedChainRegs (setmaxnreg: a warp of each in a scheduler's quarter
+// of the register file); its warps but the copier leave at once. (The three-warpgroup shape costs
+// the state's step about 2% even where its U warpgroup leaves at once: forty-ninth and fiftieth
+// sessions, docs/NOTES.md; so the chain without its own U keeps the one-warpgroup shape.)
+constexpr int wg_chain_threads(bool pass1, bool u_warpgroup) {
+  return pass1 || u_warpgroup ? 3 * kWgChainThreads : kWgChainThreads + 32;
+}
 constexpr int wg_chain_workers(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads; }
 inline constexpr int kWgPairedChainRegs = 232, kWgCopierRegs = 40;  // 2 x 128 x 232 + 128 x 40 <= 65536
 struct WgChainStage {
@@ -510,13 +515,22 @@ inline constexpr size_t kMaxOnePassWorkspaceBytes = size_t(4) << 30;
 //    runs on a second, high-priority stream beside prepare(w + 1) on the caller's, so the
 //    preparation (0.055 us a chunk and head over the whole GPU) hides behind the chain (3.9 us
 //    a chunk) instead of preceding it. The first window's preparation is the only exposed
-//    one, and each window costs a gap (measured about 11 us: the chain's launch, its state and
-//    first chunk loads); windows of kOverlapWindowChunks measured best (1 x 65536, Hv 32: 8,
-//    16, 32 and 64 chunks took 6.43, 5.53, 5.18 and 5.00 ms, unwindowed 6.20), and at least two.
+//    one, and each window costs a gap (the chain's launch, its state and first chunk loads), so
+//    the window length W (chunks) is the one that minimises
+//        W a + ceil(chunks / W) kWindowGapUs,   a = heads kPrepSmUsPerChunkHead / SMs
+//    (a: one chunk of every head prepared over the whole GPU), over multiples of
+//    kWindowChunkStep up to half the chunks (at least two windows) and at most
+//    kMaxOverlapWindows windows. Fitted to the fiftieth session's sweep (same run, ms): 1 x 65536
+//    (Hv 32) windows of 32, 48, 64, 96, 128 chunks 2.42, 2.25, 2.18, 2.14, 2.14; 1 x 16384 32, 64,
+//    128: 0.623, 0.582, 0.610; 1 x 4096 32, 64: 0.175, 0.181. The rule takes 128, 64 and 32 there
+//    (the fixed 64 before it: 1 x 65536 2% slower; the eighth session's 1 x 65536 had measured
+//    8 to 64 chunks, best at 64, with kernels about twice as slow).
 inline constexpr int kWindowBuffers = 2;
-inline constexpr int64_t kOverlapWindowChunks = 64;
 inline constexpr int64_t kMinOverlapChunks = 64;   // fewer: one pass
 inline constexpr int64_t kMaxOverlapWindows = 64;  // more chunks: longer windows
+inline constexpr int64_t kWindowChunkStep = 32;
+inline constexpr double kWindowGapUs = 15;            // a window's gap (fitted to the sweep above)
+inline constexpr double kPrepSmUsPerChunkHead = 4.35;  // the wgmma prepare kernel: 8.7 us a CTA, two an SM
 
 struct WindowPlan {
   int64_t window_chunks = 0;  // 0: no windows
@@ -532,11 +546,16 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
   if (chunks <= 0 || bytes_per_chunk_of_all == 0 || carry_bytes >= kMaxSplitWorkspaceBytes) return w;
   const int64_t fit = int64_t((kMaxSplitWorkspaceBytes - carry_bytes) / (kWindowBuffers * bytes_per_chunk_of_all));
   if (sms > 0 && 2 * chain_ctas <= sms && chunks >= kMinOverlapChunks) {
-    int64_t wc = (chunks + 1) / 2 < kOverlapWindowChunks ? (chunks + 1) / 2 : kOverlapWindowChunks;
-    if (wc * kMaxOverlapWindows < chunks) wc = (chunks + kMaxOverlapWindows - 1) / kMaxOverlapWindows;
-    if (wc <= fit) {
-      w.window_chunks = wc;
-      w.overlap = true;
+    const double heads = double(bytes_per_chunk_of_all / sizeof(PreparedChunk));
+    const double exposed = heads * kPrepSmUsPerChunkHead / double(sms);  // us a window chunk (the first window)
+    const int64_t longest = (chunks + 1) / 2 < fit ? (chunks + 1) / 2 : fit;
+    const int64_t shortest = (chunks + kMaxOverlapWindows - 1) / kMaxOverlapWindows;
+    double best = 0;
+    for (int64_t step = kWindowChunkStep; longest >= shortest; step += kWindowChunkStep) {
+      const int64_t wc = step < longest ? step : longest;
+      const double cost = double(wc) * exposed + double((chunks + wc - 1) / wc) * kWindowGapUs;
+      if (wc >= shortest && (!w.overlap || cost < best)) w.window_chunks = wc, w.overlap = true, best = cost;
+      if (wc == longest) break;
     }
   }
   if (!w.overlap) {
