@@ -522,14 +522,15 @@ inline constexpr size_t kMaxOnePassWorkspaceBytes = size_t(4) << 30;
 //    kWindowChunkStep up to half the chunks (at least two windows) and at most
 //    kMaxOverlapWindows windows. Fitted to the fiftieth session's sweep (same run, ms): 1 x 65536
 //    (Hv 32) windows of 32, 48, 64, 96, 128 chunks 2.42, 2.25, 2.18, 2.14, 2.14; 1 x 16384 32, 64,
-//    128: 0.623, 0.582, 0.610; 1 x 4096 32, 64: 0.175, 0.181. The rule takes 128, 64 and 32 there
-//    (the fixed 64 before it: 1 x 65536 2% slower; the eighth session's 1 x 65536 had measured
-//    8 to 64 chunks, best at 64, with kernels about twice as slow).
+//    128: 0.623, 0.582, 0.610; 1 x 4096 32, 64: 0.175, 0.181; and again for 1 x 65536, 64, 96,
+//    128: 2.18 to 2.19, 2.138 to 2.139, 2.158 to 2.184. The rule takes 96, 64 and 32 there (the
+//    fixed 64 before it: 1 x 65536 2% slower; the eighth session's 1 x 65536 had measured 8 to
+//    64 chunks, best at 64, with kernels about twice as slow).
 inline constexpr int kWindowBuffers = 2;
 inline constexpr int64_t kMinOverlapChunks = 64;   // fewer: one pass
 inline constexpr int64_t kMaxOverlapWindows = 64;  // more chunks: longer windows
 inline constexpr int64_t kWindowChunkStep = 32;
-inline constexpr double kWindowGapUs = 15;            // a window's gap (fitted to the sweep above)
+inline constexpr double kWindowGapUs = 10;            // a window's gap (fitted to the sweeps above)
 inline constexpr double kPrepSmUsPerChunkHead = 4.35;  // the wgmma prepare kernel: 8.7 us a CTA, two an SM
 
 struct WindowPlan {
