@@ -14,7 +14,7 @@
 //
 // One CTA (a warpgroup and a copier warp, as chunk_chain_wgmma_kernel) per head walks kChunks
 // chunks of kData distinct chunk images (head h at step c takes (c + h) % kData), each a
-// WgChainStage image in global memory (random tiles in the library's layouts; Z in P's lo slot,
+// LabStage image in global memory (random tiles in the library's layouts; Z in P's lo slot,
 // formed by a setup kernel from the images). Both kernels copy a stage by bulk copies a step
 // ahead, stage o by stmatrix and store it by a bulk copy. The lab prints each kernel's time per
 // step and how far their final states and output sums are apart (Z's f16 rounding and the sums'
@@ -51,8 +51,19 @@ constexpr int kRuns = 5;
 constexpr int kWorkers = 128;               // the warpgroup
 constexpr int kLabThreads = kWorkers + 32;  // and the copier warp
 
+// The stage as the library's chain took it before T and Vc's columns joined it (forty-ninth
+// session): Qc, Kc, the prepared tiles and U^T of the CTA's rows, so the lab's steps begin from a
+// stored U^T, within the shared memory the o-beside kernel's hand-over leaves.
+struct LabStage {
+  uint16_t q[kC * kK];               // [C, K] Qc, CoreTiles::Q
+  uint16_t k[kC * kK];               // [C, K] Kc, CoreTiles::K
+  PreparedTiles tiles;               // -W, P, G and the factors (Z in P's lo slot: form_z_kernel)
+  float4 u[kChainRows / 16][8][32];  // U^T of the CTA's rows (accumulator fragments)
+};
+static_assert(sizeof(LabStage) % 1024 == 0, "stages at 1024-byte boundaries");
+
 struct LabSmem {
-  WgChainStage stage[2];
+  LabStage stage[2];
   uint16_t o_stage[2][kC * 64];
   uint64_t full[2];
   // the o-beside kernel's hand-over, warpgroup 0 -> 1, thread by thread: S's A fragments in M's
@@ -83,9 +94,9 @@ __device__ __forceinline__ void bulk_store(void* dst, const void* src, uint32_t 
 // kLean (a timing probe, wrong results): Qc and Kc only for the first two chunks, the stage's
 // later copies without them (32 KB fewer a step).
 template <bool kWithZ, bool kLean = false>
-__device__ __forceinline__ void issue_stage(LabSmem& s, const WgChainStage* images, int d, int b, int c = 0) {
-  WgChainStage& st = s.stage[b];
-  const WgChainStage& im = images[d];
+__device__ __forceinline__ void issue_stage(LabSmem& s, const LabStage* images, int d, int b, int c = 0) {
+  LabStage& st = s.stage[b];
+  const LabStage& im = images[d];
   constexpr uint32_t kHead = uint32_t(kWithZ ? offsetof(PreparedTiles, G) : offsetof(PreparedTiles, p_lo));
   constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
   const bool qk = !kLean || c < 2;
@@ -142,7 +153,7 @@ __device__ __forceinline__ LabSmem& lab_smem() {
 // Both kernels' start: the stage barriers, then the copier warp's loop (chunk c + 1 into the
 // other stage once the step-c barrier has freed it); true for the copier, which is then done.
 template <bool kWithZ, int kThreads = kLabThreads, bool kLean = false>
-__device__ __forceinline__ bool run_copier(LabSmem& s, const WgChainStage* images) {
+__device__ __forceinline__ bool run_copier(LabSmem& s, const LabStage* images) {
   const int tid = int(threadIdx.x), lane = tid & 31, h = int(blockIdx.x);
   if (tid == 0) {
     mbarrier_init(&s.full[0], 1);
@@ -170,13 +181,13 @@ __device__ __forceinline__ void finish_run(const Outputs& out, const float (&S)[
 // Step c's start: the step's barrier (the copier's too: it frees the other stage), then stage
 // c & 1 landed.
 template <int kThreads>
-__device__ __forceinline__ const WgChainStage& enter_step(LabSmem& s, int c) {
+__device__ __forceinline__ const LabStage& enter_step(LabSmem& s, int c) {
   named_barrier(2, kThreads);
   mbarrier_wait(&s.full[c & 1], uint32_t(c >> 1) & 1u);
   return s.stage[c & 1];
 }
 // D^T <- U^T of the stage at 2^-sigma, the state's scale.
-__device__ __forceinline__ void d_from_u(const WgChainStage& st, int warp, int lane, int sigma, float (&D)[8][4]) {
+__device__ __forceinline__ void d_from_u(const LabStage& st, int warp, int lane, int sigma, float (&D)[8][4]) {
   const float u_scale = pow2(-sigma);
 #pragma unroll
   for (int t = 0; t < 8; ++t) {
@@ -185,7 +196,7 @@ __device__ __forceinline__ void d_from_u(const WgChainStage& st, int warp, int l
   }
 }
 
-__device__ __forceinline__ ChainTiles chain_tiles(const WgChainStage& st) {
+__device__ __forceinline__ ChainTiles chain_tiles(const LabStage& st) {
   return ChainTiles{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
 }
 
@@ -196,7 +207,7 @@ __device__ __forceinline__ ChainTiles chain_tiles(const WgChainStage& st) {
 // kFragDepth: the fragment sets of S (and of D) in flight in wgmma_chain_outputs_half (the
 // library's 2; 4 and 8 measured against it: the same products, fewer waits inside its loops).
 template <int kFragDepth, bool kLean = false>
-__global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgChainStage* images, Outputs out) {
+__global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const LabStage* images, Outputs out) {
 #if GDN_CHUNKED_WGMMA
   LabSmem& s = lab_smem();
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
@@ -206,7 +217,7 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const WgCha
   float checksum = 0.f;
   for (int c = 0; c < kChunks; ++c) {
     const int buf = c & 1;
-    const WgChainStage& st = enter_step<kLabThreads>(s, c);
+    const LabStage& st = enter_step<kLabThreads>(s, c);
     const ChainTiles ct = chain_tiles(st);
     wgmma_wait<0>();
     keep_state_in_range(S, sigma);
@@ -275,7 +286,7 @@ __device__ __forceinline__ void take_frags(const uint4 (&from)[kSteps][kWorkers]
 }
 
 template <int kDrop = 0>
-__global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const WgChainStage* images, Outputs out) {
+__global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const LabStage* images, Outputs out) {
 #if GDN_CHUNKED_WGMMA
   LabSmem& s = lab_smem();
   const int wg = int(threadIdx.x) / kWorkers, tid = int(threadIdx.x) % kWorkers, warp = tid >> 5, lane = tid & 31;
@@ -284,7 +295,7 @@ __global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const
     float S[16][4] = {};
     int sigma = 0;
     for (int c = 0; c < kChunks; ++c) {
-      const WgChainStage& st = enter_step<kBesideThreads>(s, c);
+      const LabStage& st = enter_step<kBesideThreads>(s, c);
       const ChainTiles ct = chain_tiles(st);
       wgmma_wait<0>();
       if constexpr ((kDrop & 1) == 0) keep_state_in_range(S, sigma);
@@ -328,7 +339,7 @@ __global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const
     const int q = lane & 3;
     for (int c = 0; c < kChunks; ++c) {
       const int buf = c & 1;
-      const WgChainStage& st = enter_step<kBesideThreads>(s, c);
+      const LabStage& st = enter_step<kBesideThreads>(s, c);
       const ChainTiles ct = chain_tiles(st);
       float2 qf[8];
       load_output_factors(ct, q, qf);
@@ -376,7 +387,7 @@ __global__ void __launch_bounds__(kBesideThreads, 1) chain_o_beside_kernel(const
 // written by these products alone (U joins once they are done, into E): an accumulator that other
 // instructions define while its products are in flight across the loop's back edge makes ptxas
 // serialise the pipeline (C7515).
-__device__ __forceinline__ void issue_d_products(const WgChainStage& st, float (&D)[8][4], const uint32_t (&sd)[8][4],
+__device__ __forceinline__ void issue_d_products(const LabStage& st, float (&D)[8][4], const uint32_t (&sd)[8][4],
                                                  const uint32_t (&df)[4][4]) {
   wgmma_fence();
 #pragma unroll
@@ -393,7 +404,7 @@ __device__ __forceinline__ void issue_d_products(const WgChainStage& st, float (
 
 #endif
 
-__global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const WgChainStage* images, Outputs out) {
+__global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const LabStage* images, Outputs out) {
 #if GDN_CHUNKED_WGMMA
   LabSmem& s = lab_smem();
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
@@ -424,7 +435,7 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const WgCha
   issue_d_products(s.stage[0], D, sd, df);
   for (int c = 0; c < kChunks; ++c) {
     const int buf = c & 1;
-    const WgChainStage& st = s.stage[buf];
+    const LabStage& st = s.stage[buf];
     const ChainTiles ct = chain_tiles(st);
     wgmma_wait<0>();  // D_c's products
     if (c > 0) named_barrier(2, kLabThreads);  // step c - 1's stage is free: the copier fills it with c + 1
@@ -522,10 +533,10 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_ahead_kernel(const WgCha
 // ---- setup: Z of image d from image d - 1's keys and state factors and image d's -W, in P's
 // layout (KMajorAt<kC>): Zt(j', r) = k_f(r) sum_key Kc(r, key) (-W)(j', key), j' the row of -W's
 // tile (D's column), r the key tile's row (the previous chunk's token; D's column r ^ kTokenRowXor).
-__global__ void form_z_kernel(WgChainStage* images) {
+__global__ void form_z_kernel(LabStage* images) {
   const int d = int(blockIdx.x), prev = (d + kData - 1) % kData;
-  const WgChainStage& kp = images[prev];
-  WgChainStage& im = images[d];
+  const LabStage& kp = images[prev];
+  LabStage& im = images[d];
   for (int i = int(threadIdx.x); i < kC * kC; i += int(blockDim.x)) {
     const int j = i / kC, r = i % kC;
     float sum = 0.f;
@@ -551,7 +562,7 @@ struct Result {
 };
 
 template <class Kernel>
-Result run(Kernel kernel, const WgChainStage* images, int threads = kLabThreads, int ctas = kHeads) {
+Result run(Kernel kernel, const LabStage* images, int threads = kLabThreads, int ctas = kHeads) {
   Result r;
   cudaFuncAttributes fa{};
   CK(cudaFuncGetAttributes(&fa, kernel));
@@ -583,8 +594,8 @@ Result run(Kernel kernel, const WgChainStage* images, int threads = kLabThreads,
 int main() {
   std::mt19937 rng(20261203);
   std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<WgChainStage> images(kData);
-  for (WgChainStage& im : images) {
+  std::vector<LabStage> images(kData);
+  for (LabStage& im : images) {
     std::memset(&im, 0, sizeof(im));
     for (int i = 0; i < kC * kK; ++i) {
       im.q[i] = to_bf16(normal(rng));
@@ -600,9 +611,9 @@ int main() {
     float* u = &im.u[0][0][0].x;
     for (size_t i = 0; i < sizeof(im.u) / 4; ++i) u[i] = normal(rng);
   }
-  WgChainStage* d_images = nullptr;
-  CK(cudaMalloc(&d_images, sizeof(WgChainStage) * kData));
-  CK(cudaMemcpy(d_images, images.data(), sizeof(WgChainStage) * kData, cudaMemcpyHostToDevice));
+  LabStage* d_images = nullptr;
+  CK(cudaMalloc(&d_images, sizeof(LabStage) * kData));
+  CK(cudaMemcpy(d_images, images.data(), sizeof(LabStage) * kData, cudaMemcpyHostToDevice));
   form_z_kernel<<<kData, 256>>>(d_images);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());

@@ -195,8 +195,8 @@ if has chunked; then
     name=$(basename "$d")
     case "$failed" in *" $name "*) note "chunked sanitizers ($name): skipped, its tests failed"; continue ;; esac
     # racecheck: a small case in every form, and the prepare instances on packed partial chunks
-    for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm:Forms.PrepareHeadGroupsMatchOneHead" \
-                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Chunked/Oracle.MatchesOracle/ckpt_pool_packed_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates:Range.*"; do
+    for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm:Forms.PrepareHeadGroupsMatchOneHead:Forms.ChainFormedUMatchesPreparedU" \
+                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Chunked/Oracle.MatchesOracle/ckpt_pool_packed_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.ChainFormedUMatchesPreparedU:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates:Range.*"; do
       tool=${spec%%:*} filter=${spec#*:}
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         --print-limit 20 "$BIN/cuda_chunked_test" --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool-$name.log" 2>&1

@@ -166,6 +166,11 @@ __device__ __forceinline__ void store_acc_f32(const float (&acc)[4], float* to, 
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrival on named barrier `id` without waiting (the producer's side of a hand-over whose
+// consumers bar.sync on it: `threads` counts both).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- ldmatrix: four 8 x 8 matrices of 16-bit values, one row address per lane
 

@@ -169,27 +169,9 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     row_norms<M>(s, 0, warp, lane);
     __syncthreads();
   }
-  const bool for_wgmma = runs_wgmma_chain(p);  // -W and P in f16 (PreparedTiles)
-  const bool check_p = for_wgmma && !p.l2norm;
-  __shared__ float p_max[kWarps];
-  float p_absmax = 0.f;
-  if (for_wgmma)
-    key_products<M, PrepareForWgmmaTiles, true>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta, 1.f,
-                                                &p_absmax);
-  else
-    key_products<M, PrepareForMmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
-  if (check_p) {
-    p_absmax = warp_max(p_absmax);
-    if (lane == 0) p_max[warp] = p_absmax;
-  }
+  key_products<M, PrepareForMmaTiles>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta);
   __syncthreads();  // q is read: v takes its place, landing while the inverse runs
-  const int p_exp = check_p ? prepared_p_exponent(p_max) : 0;
-  if (p_exp != 0) {  // (CTA-uniform) P again at 2^-p_exp, before v takes q's place
-    key_products<M, PrepareForWgmmaTiles, true>(s, 0, warp, lane, out.tiles.p_hi, out.tiles.p_lo, s.G, s.beta,
-                                                pow2(-p_exp), &p_absmax);
-    __syncthreads();
-  }
-  if (tid == 0) out.tiles.p_exp = p_exp;
+  if (tid == 0) out.tiles.p_exp = 0;
   load_token_rows<kThreads>(p.v, n, tok0, rows, h, &s.v[0][0][0], tid);
   cp_async_commit();
   invert_unit_lower(s, warp, lane);
@@ -198,27 +180,18 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
   cp_async_wait<0>();
   __syncthreads();
   float D[8][4];  // U^T of the chunk: [16 value rows, C tokens]
-  if (for_wgmma)
-    minus_w<M, PaddedTiles, PrepSmem, MmaF16>(s, 0, warp, lane);
-  else
-    minus_w<M>(s, 0, warp, lane);
+  minus_w<M>(s, 0, warp, lane);
   new_values<M>(s, 0, warp, lane, D);
-  // U^T as this warp's accumulator fragments (512-byte warp stores); for the wgmma chain its
-  // token columns in that chain's order (kTokenRowXor: column group t holds tokens of t ^ 6)
-  const int t_xor = for_wgmma ? kTokenRowXor >> 3 : 0;
 #pragma unroll
-  for (int t = 0; t < 8; ++t) out.u_frags[warp][t ^ t_xor][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+  for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments (512-byte warp stores)
+    out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
   __syncthreads();  // -W is complete
 #pragma unroll
   for (int i = 0; i < kC * kK / 8 / kThreads; ++i) {  // piece idx is the prepared tile's 16 bytes idx
     const int idx = tid + kThreads * i;
-    // CoreTiles::W (KMajorAt<kK, kTokenRowXor>::at(r, col) = 8 idx), or row-major
-    const int r = for_wgmma ? (8 * (idx >> 7) + (idx & 7)) ^ kTokenRowXor : idx >> 4;
-    const int col = for_wgmma ? 8 * ((idx >> 3) & 15) : 8 * (idx & 15);
-    *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[r][col]);
+    *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[idx >> 4][8 * (idx & 15)]);
   }
-  static_assert(CoreTiles::W::plain(8 + 7, 8) == 8 * ((1 << 7) + (1 << 3) + 7), "-W's pieces in KMajorAt<kK> order");
-  store_prepared_factors(s, out.tiles, tid, p_exp);
+  store_prepared_factors(s, out.tiles, tid);
 }
 
 // The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
@@ -233,13 +206,14 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
 // their epilogue with the head's gates, the inverse, T and Xw, -W and U on wgmma
 // (wgmma_minus_w_new_values). P goes straight to the prepared chunk, -W is already in its
 // layout (one contiguous copy), U^T's accumulators are the mma.sync kernel's fragments. The
-// same sums as the mma.sync kernel above (GDN_CHUNKED_PREPARE=mma runs it instead), but the
+// same sums as the mma.sync kernel above, but the
 // inverse's merges take f16 operands on one warpgroup (merge_inverse_blocks_mma, as the
 // warp-specialised fused kernel's; as 3xTF32 products they took 15.6% of this kernel's samples,
 // Nsight Compute, fourteenth session, and the split cases 3 to 4% longer, twenty-sixth). Two
 // instances: kGroup for p.prep_heads > 1, and one head a CTA (without the loop's live values:
-// fewer registers).
-template <class M, bool kGroup>
+// fewer registers). kWritesT (ChunkParams::chain_forms_u): T's halves to the prepared chunk
+// instead of U^T, and no v (the chain's U warpgroup forms U^T = Vc^T T^T).
+template <class M, bool kGroup, bool kWritesT>
 __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     chunk_prepare_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
@@ -278,9 +252,11 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   const int heads = kGroup ? p.prep_heads : 1;
   const bool tma = maps.on && !(p.cu_seqlens && pc.rows < kC);  // uniform over the CTA
   const int seq = p.cu_seqlens ? 0 : int(pc.n), tok = int(pc.tok0);  // the maps' coordinates
-  // head h's v rows into s.v (TMA: on landed[1], by thread 0)
+  // head h's v rows into s.v (TMA: on landed[1], by thread 0); none with kWritesT
   const auto load_v = [&](int h) {
-    if (!tma) {
+    if constexpr (kWritesT) {
+      if (!tma) cp_async_commit();
+    } else if (!tma) {
       load_token_rows<kThreads, CoreTiles::V>(p.v, pc.n, pc.tok0, pc.rows, h, &s.v[0][0][0], tid);
       cp_async_commit();
     } else if (tid == 0) {
@@ -339,8 +315,8 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       }
       if (tid == 0) out.tiles.p_exp = p_exp;
     }
-    if (i == 0 && tma) load_v(h);  // not with q and k: it delayed their landing (Nsight Compute:
-                                   // the kernel 5% slower, its wait for them 22 -> 25% of the samples)
+    if (!kWritesT && i == 0 && tma) load_v(h);  // not with q and k: it delayed their landing (Nsight
+                                                // Compute: the kernel 5% slower, its wait for them 22 -> 25%)
     if (warp == kGateWarp && i + 1 < heads)
       chunk_gates(p, s.G_next, s.beta_next, head_gate(p, h_next), gates_next, pc.rows, lane);
     // (the merges read no block above it; the one-head instance without the powers' check)
@@ -361,24 +337,39 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
         *reinterpret_cast<uint4*>(half + at) = make_uint4(0u, 0u, 0u, 0u);
       }
     }
-    if (tma)
-      mbarrier_wait(&landed[1], uint32_t(i) & 1u);
-    else
-      cp_async_wait<0>();
-    fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
-    __syncthreads();  // X is read: -W takes its place
-    float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
-    // (U's products on T's rows that can be nonzero after -W's in the one-head instance; the
-    // group instance, whose loop keeps more values live, takes every row of T, its zeros above
-    // the diagonal written above: ptxas serialised its wgmma with either triangular form, C7511)
-    constexpr UProducts kU = kGroup ? UProducts::kFull : UProducts::kTriangularAfterW;
-    wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, kU>(s, 0, warp, lane, D);
+    if constexpr (kWritesT) {
+      __syncthreads();  // T is complete, X is read: -W takes its place
+      // T's halves to the prepared chunk (the chain's U warpgroup forms U^T = Vc^T T^T)
+      static_assert(sizeof(PreparedChunk::t_pair) == 2 * kC * kC * 2, "T's 16 KB, four pieces a thread");
 #pragma unroll
-    for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
-      out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
-    if (kGroup && tma) fence_shared_for_wgmma();  // this thread's reads of v -> the TMA that refills it
-    __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's; v is read
-    if (i + 1 < heads) load_v(h_next);
+      for (int e = 0; e < 2 * kC * kC / 8 / kThreads; ++e) {
+        const int idx = tid + kThreads * e, half = idx / (kC * kC / 8), at = 8 * (idx % (kC * kC / 8));
+        *reinterpret_cast<uint4*>(&out.t_pair[half][at]) =
+            *reinterpret_cast<const uint4*>((half ? &s.t.lo[0][0] : &s.t.hi[0][0]) + at);
+      }
+      float D[8][4];  // (not formed: UProducts::kNone)
+      wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, UProducts::kNone>(s, 0, warp, lane, D);
+      __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's
+    } else {
+      if (tma)
+        mbarrier_wait(&landed[1], uint32_t(i) & 1u);
+      else
+        cp_async_wait<0>();
+      fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
+      __syncthreads();  // X is read: -W takes its place
+      float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
+      // (U's products on T's rows that can be nonzero after -W's in the one-head instance; the
+      // group instance, whose loop keeps more values live, takes every row of T, its zeros above
+      // the diagonal written above: ptxas serialised its wgmma with either triangular form, C7511)
+      constexpr UProducts kU = kGroup ? UProducts::kFull : UProducts::kTriangularAfterW;
+      wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, kU>(s, 0, warp, lane, D);
+#pragma unroll
+      for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
+        out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
+      if (kGroup && tma) fence_shared_for_wgmma();  // this thread's reads of v -> the TMA that refills it
+      __syncthreads();  // -W is complete, in CoreTiles::W's layout: the prepared tile's; v is read
+      if (i + 1 < heads) load_v(h_next);
+    }
     static_assert(sizeof(PreparedTiles::w_neg) == kC * kK * 2, "-W's 16 KB, one piece a thread and step");
 #pragma unroll
     for (int e = 0; e < kC * kK / 8 / kThreads; ++e) {
@@ -849,18 +840,32 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // loads as soon as the barrier that opens the step before frees their stage, so that no warp of
 // the warpgroups carries them into the step's first product (where the other three waited for
 // it: 13% of the chain's samples).
-template <class M, bool kPass1, bool kCheckpoints>
-__global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
+// Named barriers: 1 the state's warpgroups, 2 and the copier (a step's first), kBarUStaged + s
+// the U warpgroup -> the state's (stage s's U^T), kBarURead + s the state's -> the U warpgroup
+// (stage s's U^T is read: the next into it may be written; the copies between the two order
+// them too, but through an mbarrier racecheck does not follow), kBarPipeIdle the state's ->
+// the U warpgroup (D's products are done: the U warpgroup's products run beside the state's
+// ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
+inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6;
+template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup>
+__global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  constexpr int kWorkers = wg_chain_workers(kPass1);                // the warpgroups' threads
-  const bool copier = int(threadIdx.x) >= kWorkers;                  // the copier warp('s warpgroup)
-  const bool idle = kPass1 && int(threadIdx.x) >= kWorkers + 32;     // pass 1: its other warps
+  constexpr int kWorkers = wg_chain_workers(kPass1);                // the state warpgroups' threads
+  // kUWarpgroup: U^T by a warpgroup of its own (threads [kWorkers, +128)), the instance for
+  // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
+  static_assert(!(kPass1 && kUWarpgroup), "pass 1 takes U^T as prepared");
+  constexpr bool forms_u = kUWarpgroup;
+  constexpr bool kThreeWarpgroups = kPass1 || kUWarpgroup;  // (wg_chain_threads)
+  constexpr int kCopier0 = kThreeWarpgroups ? 2 * kWgChainThreads : kWorkers;
+  const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp('s warpgroup)
+  const bool u_role = kUWarpgroup && !copier && int(threadIdx.x) >= kWorkers;  // the U warpgroup
+  const bool idle = int(threadIdx.x) >= kCopier0 + 32;               // its other warps
   const int wg = !kPass1 || copier ? 0 : int(threadIdx.x) / kWgChainThreads;  // the warpgroup (the copier's run: 0's)
-  // (the copier's tid is kWorkers + lane: never a warpgroup's thread 0)
-  const int tid = int(threadIdx.x) - wg * kWgChainThreads, warp = tid >> 5, lane = tid & 31;
+  // (the copier's tid is kCopier0 + lane: never a warpgroup's thread 0; the U warpgroup's 0..127)
+  const int tid = int(threadIdx.x) - wg * kWgChainThreads - (u_role ? kWorkers : 0), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const ChainCta cta = chain_cta<kVSplit>(p);
   if (kPass1 && cta.role == 0 && wg == 1) return;  // segment 0 has no transition to run
@@ -880,7 +885,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;
   if (sq.slot < 0) {  // padding: this block's o columns zero (once), no state read or written
-    if (copier || role != 0 || wg != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0))
+    if (copier || u_role || role != 0 || wg != 0 || p.seg_pass == 2 || (p.seg_pass == kPassWindow && p.window_begin > 0))
       return;
     for (int64_t r = tid >> 3; r < sq.len; r += kWgChainThreads / 8) {
       uint16_t* o = static_cast<uint16_t*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
@@ -895,22 +900,32 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
                    // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
   int sigma = 0;
-  if (!copier) load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
-  if (tid == 0 && wg == 0) {
+  if (!copier && !u_role) load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
+  if (tid == 0 && wg == 0 && !u_role) {
     mbarrier_init(&s.full[0], 1);
     mbarrier_init(&s.full[1], 1);
+    if constexpr (kUWarpgroup) {
+      mbarrier_init(&s.u_full[0], 1);
+      mbarrier_init(&s.u_full[1], 1);
+    }
     fence_mbarrier_init();
   }
-  if (!idle) sync_with_copier();
+  if constexpr (kUWarpgroup) {
+    if (!idle) named_barrier(7, kCopier0 + 32);  // the barriers are initialised: every working thread
+  } else if (!idle) {
+    sync_with_copier();
+  }
 
   const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
   const auto live_rows = [&](int64_t c) { return int(sq.len - c * kC < kC ? sq.len - c * kC : kC); };
   const bool tma = maps.on != 0;
   const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
   const int seq = p.cu_seqlens ? 0 : int(n);  // the maps' sequence coordinate
-  // chunk c into stage b: everything but cp.async'd rows is credited to full[b]. The copier's
-  // first lane issues the copies (issue; its run is warpgroup 0's, which takes U whenever a run
-  // of the CTA does); warpgroup 0 copies the rows that come by cp.async (load).
+  // chunk c into stage b: everything but cp.async'd rows is credited to full[b], but U^T's
+  // operands (Vc's columns, T) where the U warpgroup forms it (forms_u): to u_full[b], which only
+  // that warpgroup waits on. The copier's first lane issues the copies (issue; its run is
+  // warpgroup 0's, which takes U whenever a run of the CTA does); warpgroup 0 copies the rows
+  // that come by cp.async (load), the U warpgroup its Vc columns.
   const auto issue = [&](int b, int64_t c) {
     WgChainStage& st = s.stage[b];
     const int64_t tok0 = sq.bos + c * kC;
@@ -920,11 +935,17 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
     constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
     static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
-    const uint32_t bytes = kHead + kTail + (run.use_u ? uint32_t(sizeof(st.u)) : 0u) + (by_tma(c) ? 4 * kBoxBytes : 0u);
-    mbarrier_arrive_expect(&s.full[b], bytes);
+    if (forms_u) {  // first Vc's columns and T
+      mbarrier_arrive_expect(&s.u_full[b], uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u));
+      if (by_tma(c)) tma_load_4d(wg_chain_v(st), &maps.v, &s.u_full[b], v0, h, int(tok0), seq);  // the CTA's 64 values
+      bulk_load(&st.t_pair[0][0], &pc.t_pair[0][0], sizeof(st.t_pair), &s.u_full[b]);
+    }
+    const bool u_copied = run.use_u && !forms_u;  // U^T of the CTA's rows, as prepared
+    mbarrier_arrive_expect(&s.full[b], kHead + kTail + (u_copied ? uint32_t(sizeof(st.u)) : 0u) +
+                                           (by_tma(c) ? 4 * kBoxBytes : 0u));
     bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
     bulk_load(&st.tiles.G[0], &pc.tiles.G[0], kTail, &s.full[b]);
-    if (run.use_u) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
+    if (u_copied) bulk_load(&st.u[0][0][0], &pc.u_frags[v0 / 16][0][0], sizeof(st.u), &s.full[b]);
     if (by_tma(c)) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -943,8 +964,8 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
   };
 
   if (copier) {  // the copies of each chunk after the barrier that frees its stage, then gone
-    if constexpr (kPass1) {  // its warpgroup gives registers to the chain's (at the roles' split:
-      registers_down<kWgCopierRegs>();  // ptxas budgets each role's code by its setmaxnreg)
+    if constexpr (kThreeWarpgroups) {   // its warpgroup gives registers to the others (at the roles'
+      registers_down<kWgCopierRegs>();  // split: ptxas budgets each role's code by its setmaxnreg)
       if (idle) return;
     }
     if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
@@ -954,7 +975,35 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
     }
     return;
   }
-  if constexpr (kPass1) registers_up<kWgPairedChainRegs>();
+  if constexpr (kThreeWarpgroups) registers_up<kWgPairedChainRegs>();
+  if constexpr (kUWarpgroup) {
+    if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
+                   // warpgroup, which waits for it on named barrier 3 + the stage (kBarUStaged)
+      for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+        const int it = int(c - run.c_begin), b = it & 1;
+        WgChainStage& st = s.stage[b];
+        if (!by_tma(c)) {  // this chunk's Vc columns by cp.async (only this warpgroup reads them)
+          load_token_half_rows<kWgChainThreads, CoreTiles::V>(p.v, n, sq.bos + c * kC, live_rows(c), h, v0,
+                                                               wg_chain_v(st), tid);
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_shared_for_wgmma();
+          named_barrier(5, kWgChainThreads);
+        }
+        mbarrier_wait(&s.u_full[b], uint32_t(it >> 1) & 1u);  // T (and Vc's box)
+        if (it >= 2) named_barrier(kBarURead + b, 2 * kWgChainThreads);  // chunk c - 2's U^T is read
+        if (it >= 1) named_barrier(kBarPipeIdle, 2 * kWgChainThreads);    // the step before has D
+        float U[8][4];  // U^T: [16 value rows, C tokens], warp w's rows as the state's warp w holds them
+        wgmma_u_products<M>(wg_chain_v(st), st.t_pair[0], st.t_pair[1], warp, lane, U);
+        wgmma_wait<0>();
+        fence_shared_for_wgmma();  // this thread's ldmatrix reads of Vc -> the TMA that refills the stage
+#pragma unroll
+        for (int t = 0; t < 8; ++t) st.u[warp][t][lane] = make_float4(U[t][0], U[t][1], U[t][2], U[t][3]);
+        named_barrier_arrive(kBarUStaged + b, 2 * kWgChainThreads);
+      }
+      return;
+    }
+  }
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
@@ -970,14 +1019,13 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
+      const WgChainStage& st = s.stage[buf];
       if (!by_tma(c)) {  // this chunk's rows came by cp.async: every thread's, visible to wgmma
         cp_async_wait<1>();
         fence_shared_for_wgmma();
         sync();
       }
-      const WgChainStage& st = s.stage[buf];
-      // -W and P in f16 (PreparedTiles), P at 2^-p_exp
-      const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
+      if (forms_u) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       keep_state_in_range(S, sigma);
       float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
@@ -987,11 +1035,17 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
         const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
         D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
       }
+      if (forms_u && c + 2 < run.c_end) named_barrier_arrive(kBarURead + buf, 2 * kWgChainThreads);
+      // -W and P in f16 (PreparedTiles), P at 2^-p_exp
+      const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
       float O[8][4];  // O^T: [16 value rows, C tokens]
       const float decay = chunk_decay(ct);
       uint32_t a[4][2][4];
-      wgmma_chain_outputs_half<M, kOutputs, 4, 2, true>(ct, lane, S, D, O, sigma, decay,
-                                                        [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); });
+      wgmma_chain_outputs_half<M, kOutputs, 4, 2, true>(
+          ct, lane, S, D, O, sigma, decay, [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); },
+          [&] {  // the U warpgroup's products for chunk c + 1 go now (kBarPipeIdle)
+            if (forms_u && c + 1 < run.c_end) named_barrier_arrive(kBarPipeIdle, 2 * kWgChainThreads);
+          });
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
@@ -1017,6 +1071,11 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1), 1)
           }
         }
       }
+      // the next chunk's U^T behind the state update's products, running while the updated
+      // state's range is checked (nothing in flight across the loop's back edge: ptxas would
+      // wait at the state's first use)
+      // (pass 1's two warpgroups share 232 registers a thread: there the update completes first,
+      // its A fragments dead before Vc^T's are loaded; ptxas spilled in the loops otherwise)
       wgmma_wait<0>();
     };
     if constexpr (kCheckpoints && kOutputs) {
@@ -1086,7 +1145,7 @@ template <class M>
 bool wgmma_chain_runs() {
   static const bool runs = [] {
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M, false, false>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&a, chunk_chain_wgmma_kernel<M, false, false, false>) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
@@ -1223,10 +1282,16 @@ cudaError_t set_split_smem_limits() {
   cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(sizeof(PrepSmem)));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(prepare_wgmma_smem_bytes()));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(prepare_wgmma_smem_bytes()));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(prepare_wgmma_smem_bytes()));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(prepare_wgmma_smem_bytes()));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_chain_kernel<M, kVSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1237,10 +1302,12 @@ cudaError_t set_split_smem_limits() {
   const auto wgmma_chain_limit = [](const void* kernel) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgChainSmemBytes));
   };
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, false>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, true>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false, true>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, false, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true, false>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true, true>));
+  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, true, false>));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kCombineSmemBytes));
@@ -1248,20 +1315,23 @@ cudaError_t set_split_smem_limits() {
 }
 
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
-// The wgmma chain's chunks by the wgmma prepare kernel unless p.prepare_mma (with the maps
-// when on), p.prep_heads value heads a CTA.
+// The wgmma chain's chunks by the wgmma prepare kernel (with the maps when on), p.prep_heads
+// value heads a CTA.
 template <class M>
 cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStream_t stream) {
   if (p.chunk_slots <= 0) return cudaSuccess;
   const dim3 grid(unsigned(p.chunk_slots), unsigned(p.Hv));
-  if (runs_wgmma_chain(p) && !p.prepare_mma) {
+  if (runs_wgmma_chain(p)) {
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
     const size_t smem = prepare_wgmma_smem_bytes();  // (the kernels' limit: set_split_smem_limits)
-    if (p.prep_heads > 1 || !p.prep_one_head_instance)
-      chunk_prepare_wgmma_kernel<M, true><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
+    const bool group = p.prep_heads > 1 || !p.prep_one_head_instance;
+    if (p.chain_forms_u)
+      (group ? chunk_prepare_wgmma_kernel<M, true, true> : chunk_prepare_wgmma_kernel<M, false, true>)
+          <<<groups, dim3(kThreads), smem, stream>>>(p, maps);
     else
-      chunk_prepare_wgmma_kernel<M, false><<<groups, dim3(kThreads), smem, stream>>>(p, maps);
+      (group ? chunk_prepare_wgmma_kernel<M, true, false> : chunk_prepare_wgmma_kernel<M, false, false>)
+          <<<groups, dim3(kThreads), smem, stream>>>(p, maps);
   } else
     chunk_prepare_kernel<M><<<grid, dim3(kThreads), sizeof(PrepSmem), stream>>>(p);
   return cudaGetLastError();
@@ -1276,11 +1346,14 @@ cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& map
   const bool ckpt = p.ckpt_tokens > 0;
   if (runs_wgmma_chain(p) && p.seg_pass == 1) {  // paired: one CTA for a middle segment's R and A
     const dim3 pass1(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments)));
-    (ckpt ? chunk_chain_wgmma_kernel<M, true, true> : chunk_chain_wgmma_kernel<M, true, false>)
-        <<<pass1, dim3(wg_chain_threads(true)), kWgChainSmemBytes, stream>>>(p, maps);
+    (ckpt ? chunk_chain_wgmma_kernel<M, true, true, false> : chunk_chain_wgmma_kernel<M, true, false, false>)
+        <<<pass1, dim3(wg_chain_threads(true, false)), kWgChainSmemBytes, stream>>>(p, maps);
+  } else if (runs_wgmma_chain(p) && p.chain_forms_u) {  // U^T by the chain's U warpgroup
+    (ckpt ? chunk_chain_wgmma_kernel<M, false, true, true> : chunk_chain_wgmma_kernel<M, false, false, true>)
+        <<<grid, dim3(wg_chain_threads(false, true)), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (runs_wgmma_chain(p)) {
-    (ckpt ? chunk_chain_wgmma_kernel<M, false, true> : chunk_chain_wgmma_kernel<M, false, false>)
-        <<<grid, dim3(wg_chain_threads(false)), kWgChainSmemBytes, stream>>>(p, maps);
+    (ckpt ? chunk_chain_wgmma_kernel<M, false, true, false> : chunk_chain_wgmma_kernel<M, false, false, false>)
+        <<<grid, dim3(wg_chain_threads(false, false)), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (ckpt) {  // (the host sends such calls to the fused kernel)
     return cudaErrorInvalidValue;
   } else if (p.chain_split == 1)

@@ -213,6 +213,26 @@ __device__ __forceinline__ void load_token_rows(const TokenView& view, int64_t n
   }
 }
 
+// The same for a [C, 64] tile: the 64 columns [col0, col0 + 64) of the rows (At's first 64
+// columns: the wgmma chain's Vc columns, CoreTiles::V's first half).
+template <int kBy, class At>
+__device__ __forceinline__ void load_token_half_rows(const TokenView& view, int64_t n, int64_t tok0, int rows,
+                                                     int head, int col0, uint16_t* tile, int tid) {
+  static_assert(kBy % 8 == 0 && kC * 64 / 8 % kBy == 0, "whole 16-byte pieces per thread, one column each");
+  constexpr int kRowStep = kBy / 8;
+  const int r0 = tid >> 3, col = (tid & 7) * 8;
+  const uint16_t* row0 =
+      static_cast<const uint16_t*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + col0 + col;
+  const uint16_t* src = row0 + r0 * view.tok;
+  const int64_t step = kRowStep * view.tok;
+#pragma unroll
+  for (int i = 0; i < kC * 64 / 8 / kBy; ++i, src += step) {
+    const int r = r0 + kRowStep * i;
+    const bool live = r < rows;
+    cp_async16(tile + At::at(r, col), live ? src : row0, live ? 16 : 0);
+  }
+}
+
 // The fused kernel's chunk: q, k (key head j) and v (value head h) rows into buffer `buf`, in
 // CoreTiles' layouts.
 __device__ __forceinline__ void load_chunk_tiles(const ChunkParams& p, Smem& s, int buf, int64_t n, int64_t tok0,

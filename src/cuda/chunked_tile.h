@@ -132,12 +132,8 @@ struct CoreTiles {
   using P = KMajorAt<kC>;
   using T = KMajorAt<kC, kTokenRowXor>;
 };
-// The prepare kernel (split form): its own tiles padded; P written to the prepared chunk in
-// CoreTiles' layout for the wgmma chain, which reads it as it lands (one bulk copy a chunk), or
-// row-major for the mma.sync chains, whose 16-byte copies into padded rows that keeps whole.
-struct PrepareForWgmmaTiles : PaddedTiles {
-  using P = CoreTiles::P;
-};
+// The mma.sync prepare kernel (split form, the mma.sync chains): its own tiles padded; P written
+// to the prepared chunk row-major, which the chains' 16-byte copies into padded rows keep whole.
 struct PrepareForMmaTiles : PaddedTiles {
   using P = RowMajorAt<kC>;
 };
@@ -310,9 +306,14 @@ struct PreparedTiles {
 };
 struct PreparedChunk {
   PreparedTiles tiles;
-  float4 u_frags[kV / 16][8][32];  // U^T = (T Vc)^T [V, C] f32, as accumulator fragments: rows
-                                   // [16 b, +16), token tile t, lane: (row g, tokens 8t + 2q, +1),
-                                   // (row g + 8, the same), g = lane / 4, q = lane % 4
+  union {
+    float4 u_frags[kV / 16][8][32];  // mma.sync chains: U^T = (T Vc)^T [V, C] f32, as accumulator
+                                     // fragments: rows [16 b, +16), token tile t, lane: (row g,
+                                     // tokens 8t + 2q, +1), (row g + 8, the same), g = lane / 4,
+                                     // q = lane % 4
+    uint16_t t_pair[2][kC * kC];     // the wgmma chain: T = hi + lo [C, C] in CoreTiles::T's layout,
+                                     // zeros above the diagonal (the chain forms U^T itself)
+  };
 };
 static_assert(sizeof(PreparedTiles) % 256 == 0 && sizeof(PreparedChunk) % 256 == 0,
               "prepared chunks stay 256-byte aligned");
@@ -373,30 +374,48 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // The wgmma chain (sm_90a; the same grid as the key-half chain, kVSplit CTAs per (sequence,
 // value head), each of one warpgroup): its state rows [64 b, +64) are the m64n128 accumulators of
 // the fused kernel's warpgroups (warp w rows [16 w, +16) of them), and every product runs on
-// wgmma with its operands in shared memory as they land: Qc, Kc by TMA (swizzled), the prepared
-// tiles and the CTA's half of U^T by two bulk copies a chunk, all credited to one mbarrier a
-// stage. o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one
-// TMA box), two of them so that a store's read overlaps the next chunk.
+// wgmma with its operands in shared memory as they land: Qc, Kc and the CTA's 64 columns of Vc
+// by TMA (swizzled), the prepared tiles and T by bulk copies. U^T = Vc^T T^T of the CTA's rows is
+// formed on chip: by a warpgroup of its own beside the state's (the U warpgroup, a chunk ahead,
+// into the stage's u), or, in pass 1 of the sequence split (no registers left for it), by each
+// run itself at its step's tail. o leaves through its own staging tile (64 tokens x the CTA's 64
+// values, swizzled: one TMA box), two of them so that a store's read overlaps the next chunk.
 inline constexpr int kWgChainThreads = 128;
-// A chain CTA's threads (chunk_chain_wgmma_kernel): one warpgroup and a copier warp; or, in pass
-// 1 of the sequence split, two warpgroups (a middle segment's R and A) and the copier as a third
-// warpgroup. ptxas budgets registers by whole warpgroups (two and a warp would get 168 a thread,
-// too few for the state, D and O: it serialises the products), so that warpgroup lowers its
-// registers to kWgCopierRegs and the chain's raise theirs to kWgPairedChainRegs (setmaxnreg);
-// its warps but the copier leave at once.
-constexpr int wg_chain_threads(bool pass1) { return pass1 ? 3 * kWgChainThreads : kWgChainThreads + 32; }
+// A chain CTA's threads (chunk_chain_wgmma_kernel): the state's warpgroup and a copier warp;
+// or three warpgroups: the state's, the U warpgroup and the copier warp's (kUWarpgroup, where the
+// chain forms U^T: ChunkParams::chain_forms_u), or, in pass 1 of the sequence split, a middle
+// segment's R and A, and the copier's. ptxas budgets registers by whole warpgroups (two and a
+// warp would get 168 a thread, too few for the state, D and O: it serialises the products), so in
+// the three-warpgroup shapes the copier's warpgroup lowers its registers to kWgCopierRegs and the
+// others raise theirs to kWgPairedChainRegs (setmaxnreg: a warp of each in a scheduler's quarter
+// of the register file); its warps but the copier leave at once. (The three-warpgroup shape costs
+// the state's step about 2% even where its U warpgroup leaves at once: forty-ninth and fiftieth
+// sessions, docs/NOTES.md; so the chain without its own U keeps the one-warpgroup shape.)
+constexpr int wg_chain_threads(bool pass1, bool u_warpgroup) {
+  return pass1 || u_warpgroup ? 3 * kWgChainThreads : kWgChainThreads + 32;
+}
 constexpr int wg_chain_workers(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads; }
 inline constexpr int kWgPairedChainRegs = 232, kWgCopierRegs = 40;  // 2 x 128 x 232 + 128 x 40 <= 65536
 struct WgChainStage {
   uint16_t q[kC * kK];  // [C, K] Qc, CoreTiles::Q (128-byte swizzled: the stage at a 1024-byte boundary)
   uint16_t k[kC * kK];  // [C, K] Kc, CoreTiles::K
-  PreparedTiles tiles;  // -W, P, G and the factors, as PreparedChunk holds them
-  float4 u[kChainRows / 16][8][32];  // U^T of the CTA's rows: PreparedChunk::u_frags [4 b, +4)
+  PreparedTiles tiles;  // -W, P, G and the factors, as PreparedChunk holds them; P's lo half (not
+                        // copied: this chain reads P as one f16 value) holds Vc's columns (wg_chain_v)
+  float4 u[kChainRows / 16][8][32];  // U^T of the CTA's rows as the state's accumulator fragments
+                                     // (PreparedChunk::u_frags' layout), from the U warpgroup
+  uint16_t t_pair[2][kC * kC];       // [C, C] T hi, lo (PreparedChunk::t_pair)
 };
+// [C, 64] Vc's columns [v0, +64) (the CTA's values), CoreTiles::V's first half: in P's lo half
+__host__ __device__ inline uint16_t* wg_chain_v(WgChainStage& st) { return st.tiles.p_lo; }
+__host__ __device__ inline const uint16_t* wg_chain_v(const WgChainStage& st) { return st.tiles.p_lo; }
+static_assert(sizeof(PreparedTiles::p_lo) == kC * kChainRows * 2 &&
+                  (offsetof(WgChainStage, tiles) + offsetof(PreparedTiles, p_lo)) % 1024 == 0,
+              "Vc's swizzled columns fit P's lo half, at a 1024-byte boundary");
 struct WgChainSmem {
   WgChainStage stage[2];
   uint16_t o_stage[2][kC * 64];  // [C, 64] o of the CTA's values, Swizzle128At<kC>'s first half
-  uint64_t full[2];              // stage s has landed (mbarriers)
+  uint64_t full[2];              // stage s has landed (mbarriers), but for
+  uint64_t u_full[2];            // its Vc columns and T
 };
 static_assert(sizeof(WgChainStage) % 1024 == 0 && offsetof(WgChainSmem, o_stage) % 1024 == 0,
               "every swizzled tile of the wgmma chain starts at a 1024-byte boundary");
@@ -496,13 +515,23 @@ inline constexpr size_t kMaxOnePassWorkspaceBytes = size_t(4) << 30;
 //    runs on a second, high-priority stream beside prepare(w + 1) on the caller's, so the
 //    preparation (0.055 us a chunk and head over the whole GPU) hides behind the chain (3.9 us
 //    a chunk) instead of preceding it. The first window's preparation is the only exposed
-//    one, and each window costs a gap (measured about 11 us: the chain's launch, its state and
-//    first chunk loads); windows of kOverlapWindowChunks measured best (1 x 65536, Hv 32: 8,
-//    16, 32 and 64 chunks took 6.43, 5.53, 5.18 and 5.00 ms, unwindowed 6.20), and at least two.
+//    one, and each window costs a gap (the chain's launch, its state and first chunk loads), so
+//    the window length W (chunks) is the one that minimises
+//        W a + ceil(chunks / W) kWindowGapUs,   a = heads kPrepSmUsPerChunkHead / SMs
+//    (a: one chunk of every head prepared over the whole GPU), over multiples of
+//    kWindowChunkStep up to half the chunks (at least two windows) and at most
+//    kMaxOverlapWindows windows. Fitted to the fiftieth session's sweep (same run, ms): 1 x 65536
+//    (Hv 32) windows of 32, 48, 64, 96, 128 chunks 2.42, 2.25, 2.18, 2.14, 2.14; 1 x 16384 32, 64,
+//    128: 0.623, 0.582, 0.610; 1 x 4096 32, 64: 0.175, 0.181; and again for 1 x 65536, 64, 96,
+//    128: 2.18 to 2.19, 2.138 to 2.139, 2.158 to 2.184. The rule takes 96, 64 and 32 there (the
+//    fixed 64 before it: 1 x 65536 2% slower; the eighth session's 1 x 65536 had measured 8 to
+//    64 chunks, best at 64, with kernels about twice as slow).
 inline constexpr int kWindowBuffers = 2;
-inline constexpr int64_t kOverlapWindowChunks = 64;
 inline constexpr int64_t kMinOverlapChunks = 64;   // fewer: one pass
 inline constexpr int64_t kMaxOverlapWindows = 64;  // more chunks: longer windows
+inline constexpr int64_t kWindowChunkStep = 32;
+inline constexpr double kWindowGapUs = 10;            // a window's gap (fitted to the sweeps above)
+inline constexpr double kPrepSmUsPerChunkHead = 4.35;  // the wgmma prepare kernel: 8.7 us a CTA, two an SM
 
 struct WindowPlan {
   int64_t window_chunks = 0;  // 0: no windows
@@ -518,11 +547,16 @@ constexpr WindowPlan plan_windows(int64_t chunks, int64_t chain_ctas, int sms, s
   if (chunks <= 0 || bytes_per_chunk_of_all == 0 || carry_bytes >= kMaxSplitWorkspaceBytes) return w;
   const int64_t fit = int64_t((kMaxSplitWorkspaceBytes - carry_bytes) / (kWindowBuffers * bytes_per_chunk_of_all));
   if (sms > 0 && 2 * chain_ctas <= sms && chunks >= kMinOverlapChunks) {
-    int64_t wc = (chunks + 1) / 2 < kOverlapWindowChunks ? (chunks + 1) / 2 : kOverlapWindowChunks;
-    if (wc * kMaxOverlapWindows < chunks) wc = (chunks + kMaxOverlapWindows - 1) / kMaxOverlapWindows;
-    if (wc <= fit) {
-      w.window_chunks = wc;
-      w.overlap = true;
+    const double heads = double(bytes_per_chunk_of_all / sizeof(PreparedChunk));
+    const double exposed = heads * kPrepSmUsPerChunkHead / double(sms);  // us a window chunk (the first window)
+    const int64_t longest = (chunks + 1) / 2 < fit ? (chunks + 1) / 2 : fit;
+    const int64_t shortest = (chunks + kMaxOverlapWindows - 1) / kMaxOverlapWindows;
+    double best = 0;
+    for (int64_t step = kWindowChunkStep; longest >= shortest; step += kWindowChunkStep) {
+      const int64_t wc = step < longest ? step : longest;
+      const double cost = double(wc) * exposed + double((chunks + wc - 1) / wc) * kWindowGapUs;
+      if (wc >= shortest && (!w.overlap || cost < best)) w.window_chunks = wc, w.overlap = true, best = cost;
+      if (wc == longest) break;
     }
   }
   if (!w.overlap) {

@@ -308,6 +308,7 @@ __device__ __forceinline__ void wgmma_key_products_store(Sm& s, int warp, int la
 // their writers, then a barrier). WM: -W's type (the warp-specialised kernel's is f16, for its
 // f16 S (-W)^T).
 enum class UProducts {
+  kNone,               // -W alone (the wgmma chain forms U itself: wgmma_u_products)
   kFull,               // every row of T, -W's and U's products interleaved k-step by k-step
   kTriangular,         // T's rows that can be nonzero (wgmma_64_lower_t), interleaved
   kTriangularAfterW,   // the same, after -W's products in a loop of their own (fewer registers
@@ -323,7 +324,7 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) ng[hr] = -expf(s.G[16 * wr + g + 8 * hr]);
   uint32_t xa[2][4], va[2][4];
-  constexpr bool kAfterW = kU == UProducts::kTriangularAfterW;
+  constexpr bool kAfterW = kU == UProducts::kTriangularAfterW || kU == UProducts::kNone;
   constexpr bool kTriangularT = kU != UProducts::kFull;
   const auto load_xw = [&](int ks) {  // Xw's A fragment of k-step ks (zeros above the diagonal)
     if (ks <= wr) {
@@ -348,7 +349,7 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
     }
   }
 #pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks) {
+  for (int ks = 0; ks < (kU == UProducts::kNone ? 0 : kC / 16); ++ks) {
     if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's products have read xa, va [ks & 1]
     if constexpr (!kAfterW) load_xw(ks);
     ldsm_x4_trans(va[ks & 1], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));  // A[v][t'] = Vc[t'][v]
@@ -383,6 +384,32 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
       *reinterpret_cast<uint32_t*>(w_tile + at_split<CoreTiles::W>(g, 2 * q, i - g, 64 * wg + 8 * t)) =
           WM::pack(ng[hr] * W[t][2 * hr], ng[hr] * W[t][2 * hr + 1]);
   }
+}
+
+// The wgmma chain's U^T = Vc^T (T hi + T lo)^T for a warpgroup's 64 value rows, into D (D's
+// values not read): A = Vc^T from registers, by transposing ldmatrix of the stage's [C, 64]
+// value columns (CoreTiles::V's first half); B = T's halves, K-major (CoreTiles::T, zeros above
+// the diagonal). The products and their order are the prepare kernels' (UProducts::kFull): the
+// same bits. One commit group, not waited for: D, the stage's Vc and T stay in use until a wait.
+template <class M>
+__device__ __forceinline__ void wgmma_u_products(const uint16_t* v_tile, const uint16_t* t_hi, const uint16_t* t_lo,
+                                                 int warp, int lane, float (&D)[8][4]) {
+  uint32_t va[kC / 16][4];  // Vc^T's A fragments, k-step ks: tokens [16 ks, +16)
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) ldsm_x4_trans(va[ks], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    const uint64_t th = k_major_desc<kC>(t_hi, 16 * ks), tl = k_major_desc<kC>(t_lo, 16 * ks);
+    if (ks == 0)
+      wgmma_64<M, false>(D, va[0], th);
+    else
+      wgmma_64<M>(D, va[ks], th);
+#if !GDN_LAB_SINGLE_PRODUCTS
+    wgmma_64<M>(D, va[ks], tl);
+#endif
+  }
+  wgmma_commit();
 }
 
 // One chunk of the chain for the warpgroup's 64 state rows (all 8 warps of the CTA call it), in
@@ -473,10 +500,11 @@ __device__ __forceinline__ void wgmma_chain_outputs(const ChainTiles& ct, int la
 // stood between D^T P^T's issue and the update's, where the pipe ran dry). The fused kernel's
 // chain keeps the late form: at its 176 registers ptxas serialised its wgmma with the early one.
 template <class M, bool kOutputs = true, int kLeftInFlight = 0, int kFragDepth = 2, bool kDecayEarly = false,
-          class ThenIssue = NoWork>
+          class ThenIssue = NoWork, class DComplete = NoWork>
 __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, int lane, float (&S)[16][4],
                                                          float (&D)[8][4], float (&O)[8][4], int& sigma,
-                                                         float s_decay, ThenIssue&& then_issue = NoWork{}) {
+                                                         float s_decay, ThenIssue&& then_issue = NoWork{},
+                                                         DComplete&& d_complete = NoWork{}) {
   constexpr bool kSame = std::is_same_v<M, MmaF16>;  // f16 inputs: one fragment serves both
   const int q = lane & 3;
   constexpr int kF = kFragDepth;  // fragment sets in flight: a k step reuses set ks % kF once
@@ -504,6 +532,7 @@ __device__ __forceinline__ void wgmma_chain_outputs_half(const ChainTiles& ct, i
     float2 qf[8];  // read while the products run
     load_output_factors(ct, q, qf);
     wgmma_wait<0>();
+    d_complete();  // (the caller's signal: the tensor pipe has nothing of this warpgroup's now)
     keep_values_in_range(S, D, O, sigma);
     scale_token_columns(O, qf);
 #pragma unroll

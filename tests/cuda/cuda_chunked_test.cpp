@@ -55,6 +55,7 @@ struct Form {
   const char* chain = nullptr;  // GDN_CHUNKED_CHAIN (null: the library's choice)
   const char* prep_heads = nullptr;  // GDN_CHUNKED_PREP_HEADS (null: the library's choice)
   const char* ws = nullptr;          // GDN_CHUNKED_WS (null: the library's choice)
+  const char* chain_u = nullptr;     // GDN_CHUNKED_CHAIN_U (null: the library's choice)
 };
 const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
                        {"fused", nullptr, nullptr, "fused, one role", nullptr, nullptr, nullptr, "0"},
@@ -65,6 +66,8 @@ const Form kForms[] = {{"fused", nullptr, nullptr, "fused"},
                        {"split2", "1", "0", "split, one head a prepare CTA", nullptr, nullptr, "1"},
                        {"split2", "3", "0", "split, 3 segments"},
                        {"split2", "1", "2", "split, windows of 2 chunks"},
+                       {"split2", "1", "2", "split, windows of 2 chunks, U^T by the chain", nullptr, nullptr,
+                        nullptr, nullptr, "1"},
                        {"split1", "1", "0", "split, full chain"},
                        {"split1", "1", "2", "split, full chain, windows of 2 chunks"}};
 
@@ -93,7 +96,8 @@ class FormScope {
         tma_("GDN_CHUNKED_TMA", f.tma),
         chain_("GDN_CHUNKED_CHAIN", f.chain),
         prep_heads_("GDN_CHUNKED_PREP_HEADS", f.prep_heads),
-        ws_("GDN_CHUNKED_WS", f.ws) {}
+        ws_("GDN_CHUNKED_WS", f.ws),
+        chain_u_("GDN_CHUNKED_CHAIN_U", f.chain_u) {}
   explicit FormScope(const char* form, const char* segments = nullptr, const char* windows = nullptr)
       : form_("GDN_CHUNKED_FORM", form),
         segments_("GDN_CHUNKED_SEGMENTS", segments),
@@ -101,10 +105,11 @@ class FormScope {
         tma_("GDN_CHUNKED_TMA", nullptr),
         chain_("GDN_CHUNKED_CHAIN", nullptr),
         prep_heads_("GDN_CHUNKED_PREP_HEADS", nullptr),
-        ws_("GDN_CHUNKED_WS", nullptr) {}
+        ws_("GDN_CHUNKED_WS", nullptr),
+        chain_u_("GDN_CHUNKED_CHAIN_U", nullptr) {}
 
  private:
-  EnvScope form_, segments_, windows_, tma_, chain_, prep_heads_, ws_;
+  EnvScope form_, segments_, windows_, tma_, chain_, prep_heads_, ws_, chain_u_;
 };
 
 Tolerance chunked_tolerance(const Case& c) { return tolerance(c, GDN_BACKEND_CUDA, GDN_PATH_CHUNKED); }
@@ -630,6 +635,17 @@ TEST(Forms, PrepareHeadGroupsMatchOneHead) {
                     "seqlens=5:0:190:64:1,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=7,pad=1,inplace=1"},
                    Form{"split2", "1", "0", "split"},
                    Form{"split2", "1", "0", "split, one head a prepare CTA", nullptr, nullptr, "1"});
+}
+
+// U^T formed by the chain's U warpgroup from T and Vc gives the same bits as U^T prepared (the
+// same products in the same order), both prepare instances, dense by TMA and packed by cp.async.
+TEST(Forms, ChainFormedUMatchesPreparedU) {
+  GDN_SKIP_WITHOUT_GPU();
+  expect_same_bits({"N=2,T=300,Hk=2,Hv=6,K=128,V=128,dtype=bf16,gate=raw,l2norm=1",
+                    "N=1,T=260,Hk=2,Hv=2,K=128,V=128,dtype=bf16,map=tiled,beta=logit,l2norm=1",
+                    "seqlens=5:0:190:64:1,Hk=2,Hv=4,K=128,V=128,dtype=f16,layout=kv,pool=7,pad=1,inplace=1"},
+                   Form{"split2", "1", "0", "split, U^T prepared", nullptr, nullptr, nullptr, nullptr, "0"},
+                   Form{"split2", "1", "0", "split, U^T by the chain", nullptr, nullptr, nullptr, nullptr, "1"});
 }
 
 // A packed sequence's outputs do not depend on the next sequence's tokens, even non-finite ones:
