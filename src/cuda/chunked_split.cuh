@@ -1279,39 +1279,33 @@ inline size_t prepare_wgmma_smem_bytes() {
 // kernels' is prepare_wgmma_smem_bytes().
 template <class M>
 cudaError_t set_split_smem_limits() {
-  cudaError_t e = cudaFuncSetAttribute(chunk_prepare_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(sizeof(PrepSmem)));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(prepare_wgmma_smem_bytes()));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(prepare_wgmma_smem_bytes()));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(prepare_wgmma_smem_bytes()));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_prepare_wgmma_kernel<M, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(prepare_wgmma_smem_bytes()));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_chain_kernel<M, kVSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(sizeof(ChainSmem)));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(chunk_chain_kernel<M, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(sizeof(ChainSmemFull)));
-  const auto wgmma_chain_limit = [](const void* kernel) {
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgChainSmemBytes));
+  struct Limit {
+    const void* kernel;
+    size_t bytes;
   };
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false, false>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, false, true>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, false, false>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true, false>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, false, true, true>));
-  if (e == cudaSuccess) e = wgmma_chain_limit(reinterpret_cast<const void*>(chunk_chain_wgmma_kernel<M, true, true, false>));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(segment_combine_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kCombineSmemBytes));
-  return e;
+  const auto k = [](auto kernel) { return reinterpret_cast<const void*>(kernel); };
+  const size_t prep_wgmma = prepare_wgmma_smem_bytes();
+  const Limit limits[] = {
+      {k(chunk_prepare_kernel<M>), sizeof(PrepSmem)},
+      {k(chunk_prepare_wgmma_kernel<M, false, false>), prep_wgmma},  // <kGroup, kWritesT>
+      {k(chunk_prepare_wgmma_kernel<M, false, true>), prep_wgmma},
+      {k(chunk_prepare_wgmma_kernel<M, true, false>), prep_wgmma},
+      {k(chunk_prepare_wgmma_kernel<M, true, true>), prep_wgmma},
+      {k(chunk_chain_kernel<M, kVSplit>), sizeof(ChainSmem)},
+      {k(chunk_chain_kernel<M, 1>), sizeof(ChainSmemFull)},
+      {k(chunk_chain_wgmma_kernel<M, false, false, false>), kWgChainSmemBytes},  // <kPass1, kCheckpoints, kUWarpgroup>
+      {k(chunk_chain_wgmma_kernel<M, false, false, true>), kWgChainSmemBytes},
+      {k(chunk_chain_wgmma_kernel<M, false, true, false>), kWgChainSmemBytes},
+      {k(chunk_chain_wgmma_kernel<M, false, true, true>), kWgChainSmemBytes},
+      {k(chunk_chain_wgmma_kernel<M, true, false, false>), kWgChainSmemBytes},
+      {k(chunk_chain_wgmma_kernel<M, true, true, false>), kWgChainSmemBytes},
+      {k(segment_combine_kernel<M>), kCombineSmemBytes},
+  };
+  for (const Limit& l : limits) {
+    const cudaError_t e = cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.bytes));
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 // The prepare kernel over p.chunk_slots slots (a window's, with p.window_chunks).
