@@ -382,10 +382,10 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   c.chain_wgmma = split && plan.wgmma_chain;
   // The wgmma chain's U warpgroup forms U^T from T and Vc (the prepare kernel then writes T and
   // loads no v: 16% faster) where the preparation and the chain run in turn over the whole GPU:
-  // one pass or windows not overlapped (1 x 32768 at Hv 64: 1.89 -> 1.76 ms). Not beside
+  // one pass or windows not overlapped (1 x 32768 at Hv 64: 1.89 -> 1.77 ms). Not beside
   // overlapped windows, where the chain bounds the call and its step is 13% slower with it
   // (1 x 65536 +3%), nor with the sequence split (pass 1 has no registers for it; docs/NOTES.md,
-  // forty-ninth session). GDN_CHUNKED_CHAIN_U=0|1 forces either (the tests run both).
+  // forty-ninth and fiftieth sessions). GDN_CHUNKED_CHAIN_U=0|1 forces either (the tests run both).
   const int64_t forced_chain_u = env_int("GDN_CHUNKED_CHAIN_U", -1);
   const bool chain_u_pays = !(windows && plan.windows.overlap);
   c.chain_forms_u = c.chain_wgmma && c.segments < 2 && (forced_chain_u < 0 ? chain_u_pays : forced_chain_u != 0);

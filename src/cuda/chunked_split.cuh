@@ -1071,11 +1071,6 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
           }
         }
       }
-      // the next chunk's U^T behind the state update's products, running while the updated
-      // state's range is checked (nothing in flight across the loop's back edge: ptxas would
-      // wait at the state's first use)
-      // (pass 1's two warpgroups share 232 registers a thread: there the update completes first,
-      // its A fragments dead before Vc^T's are loaded; ptxas spilled in the loops otherwise)
       wgmma_wait<0>();
     };
     if constexpr (kCheckpoints && kOutputs) {

@@ -374,12 +374,13 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // The wgmma chain (sm_90a; the same grid as the key-half chain, kVSplit CTAs per (sequence,
 // value head), each of one warpgroup): its state rows [64 b, +64) are the m64n128 accumulators of
 // the fused kernel's warpgroups (warp w rows [16 w, +16) of them), and every product runs on
-// wgmma with its operands in shared memory as they land: Qc, Kc and the CTA's 64 columns of Vc
-// by TMA (swizzled), the prepared tiles and T by bulk copies. U^T = Vc^T T^T of the CTA's rows is
-// formed on chip: by a warpgroup of its own beside the state's (the U warpgroup, a chunk ahead,
-// into the stage's u), or, in pass 1 of the sequence split (no registers left for it), by each
-// run itself at its step's tail. o leaves through its own staging tile (64 tokens x the CTA's 64
-// values, swizzled: one TMA box), two of them so that a store's read overlaps the next chunk.
+// wgmma with its operands in shared memory as they land: Qc and Kc by TMA (swizzled), the
+// prepared tiles and the CTA's half of U^T by bulk copies, all on one mbarrier a stage; or, where
+// the chain forms U^T = Vc^T T^T itself (ChunkParams::chain_forms_u: never in the sequence
+// split), T by a bulk copy and the CTA's 64 columns of Vc by TMA, on a second mbarrier, for a
+// warpgroup of its own beside the state's (the U warpgroup, a chunk ahead, into the stage's u).
+// o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one TMA
+// box), two of them so that a store's read overlaps the next chunk.
 inline constexpr int kWgChainThreads = 128;
 // A chain CTA's threads (chunk_chain_wgmma_kernel): the state's warpgroup and a copier warp;
 // or three warpgroups: the state's, the U warpgroup and the copier warp's (kUWarpgroup, where the
@@ -513,8 +514,8 @@ inline constexpr size_t kMaxOnePassWorkspaceBytes = size_t(4) << 30;
 //  - the workspace is bounded by two windows, not the whole call;
 //  - overlap: when the chain leaves most SMs idle (its CTAs at most half the SMs), chain(w)
 //    runs on a second, high-priority stream beside prepare(w + 1) on the caller's, so the
-//    preparation (0.055 us a chunk and head over the whole GPU) hides behind the chain (3.9 us
-//    a chunk) instead of preceding it. The first window's preparation is the only exposed
+//    preparation (about 0.033 us a chunk and head over the whole GPU) hides behind the chain
+//    (1.45 us a chunk) instead of preceding it. The first window's preparation is the only exposed
 //    one, and each window costs a gap (the chain's launch, its state and first chunk loads), so
 //    the window length W (chunks) is the one that minimises
 //        W a + ceil(chunks / W) kWindowGapUs,   a = heads kPrepSmUsPerChunkHead / SMs
@@ -531,7 +532,7 @@ inline constexpr int64_t kMinOverlapChunks = 64;   // fewer: one pass
 inline constexpr int64_t kMaxOverlapWindows = 64;  // more chunks: longer windows
 inline constexpr int64_t kWindowChunkStep = 32;
 inline constexpr double kWindowGapUs = 10;            // a window's gap (fitted to the sweeps above)
-inline constexpr double kPrepSmUsPerChunkHead = 4.35;  // the wgmma prepare kernel: 8.7 us a CTA, two an SM
+inline constexpr double kPrepSmUsPerChunkHead = 4.35;  // the wgmma prepare kernel's SM time a chunk and head
 
 struct WindowPlan {
   int64_t window_chunks = 0;  // 0: no windows
@@ -599,7 +600,8 @@ inline constexpr double kFusedStepUs = 7.6;        // 4 x 8192: 0.974 ms over 12
 inline constexpr double kFusedWsStepUs = 4.8;      // warp-specialised: 4 x 8192 0.617 ms over 128 chunks
                                                    // (two preparing warpgroups, twenty-eighth session)
 inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
-inline constexpr double kPrepWgmmaCtaUs = 8.7;     // the wgmma chain's prepare kernel: 271 us (twenty-sixth session)
+inline constexpr double kPrepWgmmaCtaUs = kPrepSmUsPerChunkHead * kPrepCtasPerSm;  // 8.7: the wgmma chain's prepare
+                                                   // kernel, 271 us (twenty-sixth session)
 inline constexpr double kWgChainStepUs = 1.5;      // the wgmma chain (sm_90a): 377 us / 256 (copier warp)
 inline constexpr double kChainStepUs = 3.6;        // the key-half chain: 927 us / 256
 inline constexpr double kFullChainStepUs = 5.2;    // the full chain: 1,331 us / 256
