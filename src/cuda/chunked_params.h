@@ -37,9 +37,10 @@ struct ChunkParams : BatchParams {
   float* window_state = nullptr;  // workspace: [N, Hv, V, K] f32, the state between windows
   int32_t prep_heads = 1;         // value heads a wgmma prepare CTA takes (prep_group_heads): a
                                   // divisor of the ratio, all sharing one key head
-  int32_t chain_forms_u = 0;      // the wgmma chain's U warpgroup forms U^T from T and Vc, which
-                                  // the prepare kernel then writes T for (chunk_prepare_wgmma_kernel's
-                                  // kWritesT); else the prepared chunk holds U^T (plan: uses_chain_u)
+  int32_t chain_forms_u = 0;      // the wgmma chain's U warpgroup forms U^T from T and Vc (its
+                                  // kUWarpgroup instance), the prepare kernel writing T for it
+                                  // (kWritesT); else the prepared chunk holds U^T (set by
+                                  // cuda_chunked_forward; GDN_CHUNKED_CHAIN_U forces it)
   int32_t prep_one_head_instance = 1;  // prep_heads 1 by the one-head instance, else by the
                                        // head-group one (GDN_CHUNKED_PREP_INSTANCE=group: its
                                        // diagonal blocks check their powers; about 6% slower)

@@ -857,7 +857,6 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
   // kUWarpgroup: U^T by a warpgroup of its own (threads [kWorkers, +128)), the instance for
   // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
   static_assert(!(kPass1 && kUWarpgroup), "pass 1 takes U^T as prepared");
-  constexpr bool forms_u = kUWarpgroup;
   constexpr bool kThreeWarpgroups = kPass1 || kUWarpgroup;  // (wg_chain_threads)
   constexpr int kCopier0 = kThreeWarpgroups ? 2 * kWgChainThreads : kWorkers;
   const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp('s warpgroup)
@@ -922,7 +921,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
   const auto by_tma = [&](int64_t c) { return tma && !(p.cu_seqlens && live_rows(c) < kC); };
   const int seq = p.cu_seqlens ? 0 : int(n);  // the maps' sequence coordinate
   // chunk c into stage b: everything but cp.async'd rows is credited to full[b], but U^T's
-  // operands (Vc's columns, T) where the U warpgroup forms it (forms_u): to u_full[b], which only
+  // operands (Vc's columns, T) where the U warpgroup forms it (kUWarpgroup): to u_full[b], which only
   // that warpgroup waits on. The copier's first lane issues the copies (issue; its run is
   // warpgroup 0's, which takes U whenever a run of the CTA does); warpgroup 0 copies the rows
   // that come by cp.async (load), the U warpgroup its Vc columns.
@@ -935,12 +934,12 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
     constexpr uint32_t kHead = uint32_t(offsetof(PreparedTiles, p_lo));
     constexpr uint32_t kTail = uint32_t(sizeof(PreparedTiles) - offsetof(PreparedTiles, G));
     static_assert(kHead % 16 == 0 && kTail % 16 == 0 && offsetof(PreparedTiles, G) % 16 == 0, "bulk copies");
-    if (forms_u) {  // first Vc's columns and T
+    if (kUWarpgroup) {  // first Vc's columns and T
       mbarrier_arrive_expect(&s.u_full[b], uint32_t(sizeof(st.t_pair)) + (by_tma(c) ? kBoxBytes : 0u));
       if (by_tma(c)) tma_load_4d(wg_chain_v(st), &maps.v, &s.u_full[b], v0, h, int(tok0), seq);  // the CTA's 64 values
       bulk_load(&st.t_pair[0][0], &pc.t_pair[0][0], sizeof(st.t_pair), &s.u_full[b]);
     }
-    const bool u_copied = run.use_u && !forms_u;  // U^T of the CTA's rows, as prepared
+    const bool u_copied = run.use_u && !kUWarpgroup;  // U^T of the CTA's rows, as prepared
     mbarrier_arrive_expect(&s.full[b], kHead + kTail + (u_copied ? uint32_t(sizeof(st.u)) : 0u) +
                                            (by_tma(c) ? 4 * kBoxBytes : 0u));
     bulk_load(&st.tiles, &pc.tiles, kHead, &s.full[b]);
@@ -1025,7 +1024,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
         fence_shared_for_wgmma();
         sync();
       }
-      if (forms_u) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
+      if (kUWarpgroup) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       keep_state_in_range(S, sigma);
       float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
@@ -1035,7 +1034,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
         const float4 u = run.use_u ? st.u[warp][t][lane] : make_float4(0.f, 0.f, 0.f, 0.f);
         D[t][0] = u.x * u_scale, D[t][1] = u.y * u_scale, D[t][2] = u.z * u_scale, D[t][3] = u.w * u_scale;
       }
-      if (forms_u && c + 2 < run.c_end) named_barrier_arrive(kBarURead + buf, 2 * kWgChainThreads);
+      if (kUWarpgroup && c + 2 < run.c_end) named_barrier_arrive(kBarURead + buf, 2 * kWgChainThreads);
       // -W and P in f16 (PreparedTiles), P at 2^-p_exp
       const ChainTiles ct{st.tiles.w_neg, st.q, st.k, st.tiles.p_hi, nullptr, st.tiles.G, st.tiles.q_f, st.tiles.k_f};
       float O[8][4];  // O^T: [16 value rows, C tokens]
@@ -1044,7 +1043,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
       wgmma_chain_outputs_half<M, kOutputs, 4, 2, true>(
           ct, lane, S, D, O, sigma, decay, [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); },
           [&] {  // the U warpgroup's products for chunk c + 1 go now (kBarPipeIdle)
-            if (forms_u && c + 1 < run.c_end) named_barrier_arrive(kBarPipeIdle, 2 * kWgChainThreads);
+            if (kUWarpgroup && c + 1 < run.c_end) named_barrier_arrive(kBarPipeIdle, 2 * kWgChainThreads);
           });
       if constexpr (kOutputs) {  // beside the state update's products
         uint16_t* o_stage = s.o_stage[buf];
