@@ -49,7 +49,11 @@ def f32(x):
     return np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
 
 
-ROUND = {"b": bf16, "h": f16}
+def PAIR(x):  # (the diagonal blocks' doubling with f16 hi + lo operands: diagonal_inverse)
+    return x
+
+
+ROUND = {"b": bf16, "h": f16, "h2": PAIR}
 PLANS = {
     "pairs": {"W": "b", "Xw": "b", "S_qs": "b"},
     "f16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h"},
@@ -59,6 +63,7 @@ PLANS = {
     "f16+dg16": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "diag": "h"},
     "f16+dg16g": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "diag": "h",
                   "diag_limit": 2.0},
+    "f16+dg16x2": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "diag": "h2"},
     "f16+ahead": {"W": "h", "Xw": "b", "S_qs": "b", "S_ws": "h", "P": "h", "D_pd": "h", "merge": "h", "ahead": "h"},
     "bf16": {n: "b" for n in ["W", "Xw", "S_qs", "S_ws", "P", "D_pd", "D_up", "T"]},
 }
@@ -99,14 +104,18 @@ def diagonal_inverse(L, rnd, limit=None):
     if rnd is None or np.abs(L).max() > 1:
         return f32(np.linalg.inv(np.eye(16) + L))
     I = np.eye(16)
-    L2 = f32(rnd(L) @ rnd(L))
-    L4 = f32(rnd(L2) @ rnd(L2))
-    L8 = f32(rnd(L4) @ rnd(L4))
+    mul = lambda a, b: f32(rnd(a) @ rnd(b))
+    if rnd is PAIR:  # each operand a hi + lo f16 pair, lo x lo left out: three products, f32 sums
+        hl = lambda a: (f16(a), f16(a - f16(a)))
+        mul = lambda a, b: f32(hl(a)[0] @ hl(b)[0] + hl(a)[0] @ hl(b)[1] + hl(a)[1] @ hl(b)[0])
+    L2 = mul(L, L)
+    L4 = mul(L2, L2)
+    L8 = mul(L4, L4)
     if limit is not None and max(np.abs(L2).max(), np.abs(L4).max(), np.abs(L8).max()) > limit:
         return f32(np.linalg.inv(np.eye(16) + L))
     X = I - L
     for Lp in (L2, L4, L8):
-        X = f32(rnd(X) @ rnd(I + Lp))
+        X = mul(X, I + Lp)
     return X
 
 

@@ -397,12 +397,6 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   c.prep_heads = forced_heads <= 0 && windows && plan.windows.overlap
                      ? 1
                      : ck::prep_group_heads(c.ratio, int(forced_heads));
-  // GDN_CHUNKED_PREP_INSTANCE=group: one head a CTA by the head-group instance, whose diagonal
-  // blocks check their powers (keys along a shared direction: invert_diagonal_blocks_doubling);
-  // the one-head instance cannot take that check and is faster (1 x 4096 / 16384 / 65536: 0.177 /
-  // 0.589 / 2.205 ms against 0.188 / 0.626 / 2.345, docs/NOTES.md, forty-fifth session)
-  const char* prep_instance = std::getenv("GDN_CHUNKED_PREP_INSTANCE");
-  c.prep_one_head_instance = !(prep_instance && std::strcmp(prep_instance, "group") == 0);
   ck::TileMaps maps;
   if (!split || c.chain_wgmma) maps.on = token_tile_maps(p, c, maps);
   // The fused form's warp-specialised kernel where its code has wgmma and the copies go by TMA;

@@ -41,9 +41,6 @@ struct ChunkParams : BatchParams {
                                   // kUWarpgroup instance), the prepare kernel writing T for it
                                   // (kWritesT); else the prepared chunk holds U^T (set by
                                   // cuda_chunked_forward; GDN_CHUNKED_CHAIN_U forces it)
-  int32_t prep_one_head_instance = 1;  // prep_heads 1 by the one-head instance, else by the
-                                       // head-group one (GDN_CHUNKED_PREP_INSTANCE=group: its
-                                       // diagonal blocks check their powers; about 6% slower)
   // state checkpoints (chunk_checkpoint_every; the fused kernel and the wgmma chain): the state
   // after every ckpt_tokens tokens of a sequence (a multiple of C), to snapshots dense
   // [N, T, Hv, R, C] ((n, t, h, r * ckpt_row + c)) or a pool [P2, Hv, R, C] at slot

@@ -319,8 +319,8 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
                                                 // Compute: the kernel 5% slower, its wait for them 22 -> 25%)
     if (warp == kGateWarp && i + 1 < heads)
       chunk_gates(p, s.G_next, s.beta_next, head_gate(p, h_next), gates_next, pc.rows, lane);
-    // (the merges read no block above it; the one-head instance without the powers' check)
-    invert_diagonal_blocks_doubling<false, false, kGroup>(s, warp, lane);
+    // (the merges read no block above it)
+    invert_diagonal_blocks_doubling(s, warp, lane);
     __syncthreads();  // every diagonal block of X
     // warps 0..3 merge, 4..7 take the same CTA barriers: with a barrier of warps 0..3 alone
     // (bar.sync 1, 128), racecheck reported the next head's stores against this head's reads
@@ -358,11 +358,11 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       fence_shared_for_wgmma();  // this thread's v copies and T stores -> wgmma
       __syncthreads();  // X is read: -W takes its place
       float D[8][4];  // U^T of the chunk: [16 value rows, C tokens], rows [16 warp, +16)
-      // (U's products on T's rows that can be nonzero after -W's in the one-head instance; the
-      // group instance, whose loop keeps more values live, takes every row of T, its zeros above
-      // the diagonal written above: ptxas serialised its wgmma with either triangular form, C7511)
-      constexpr UProducts kU = kGroup ? UProducts::kFull : UProducts::kTriangularAfterW;
-      wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, kU>(s, 0, warp, lane, D);
+      // (every row of T, its zeros above the diagonal written above: with the diagonal blocks'
+      // powers' check, ptxas serialised the wgmma of either instance with U's triangular forms,
+      // C7511; the one-head instance's triangular form after -W, without the check, was 1.1 to
+      // 1.4% faster on the overlapped-window cases: docs/NOTES.md, fifty-first session)
+      wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, UProducts::kFull>(s, 0, warp, lane, D);
 #pragma unroll
       for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
         out.u_frags[warp][t][lane] = make_float4(D[t][0], D[t][1], D[t][2], D[t][3]);
@@ -1313,7 +1313,7 @@ cudaError_t launch_prepare(const ChunkParams& p, const TileMaps& maps, cudaStrea
     if (p.prep_heads < 1 || p.ratio % p.prep_heads != 0) return cudaErrorInvalidValue;
     const dim3 groups(grid.x, unsigned(p.Hv / p.prep_heads));
     const size_t smem = prepare_wgmma_smem_bytes();  // (the kernels' limit: set_split_smem_limits)
-    const bool group = p.prep_heads > 1 || !p.prep_one_head_instance;
+    const bool group = p.prep_heads > 1;
     if (p.chain_forms_u)
       (group ? chunk_prepare_wgmma_kernel<M, true, true> : chunk_prepare_wgmma_kernel<M, false, true>)
           <<<groups, dim3(kThreads), smem, stream>>>(p, maps);

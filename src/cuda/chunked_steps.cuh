@@ -809,8 +809,11 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 // the substitution). kCheckPowers: a block whose L^2, L^4 or L^8 has an entry above
 // kDoublingPowerLimit takes the substitution too, decided after the products (m's block is
 // still in place); SPEC.md's keys give powers below 0.05, keys of pairwise cosine about 0.4 and
-// more reach the limit (docs/NOTES.md, forty-fifth session). The one-head wgmma prepare kernel
-// goes without it: any of four forms of the check made ptxas serialise its wgmma.
+// more reach the limit (docs/NOTES.md, forty-fifth session). Every kernel that takes the product
+// form checks (the one-head wgmma prepare kernel since the fifty-first session, its U products
+// then on every row of T: with the triangular ones ptxas serialised its wgmma). Every operand
+// an f16 hi + lo pair instead of the check gives the same errors (f64 emulation, plan
+// f16+dg16x2), but costs that kernel 10% against the check's 6%.
 // The substitution's 16 rows in turn (a lane per column) were the inverse role's longest
 // stretch, about 2,600 cycles of the fused kernel's 8,580-cycle step (thirtieth session's
 // timeline). kCheckPowers false: no powers' check. f64 emulation of the chunked form with these roundings

@@ -311,8 +311,6 @@ enum class UProducts {
   kNone,               // -W alone (the wgmma chain forms U itself: wgmma_u_products)
   kFull,               // every row of T, -W's and U's products interleaved k-step by k-step
   kTriangular,         // T's rows that can be nonzero (wgmma_64_lower_t), interleaved
-  kTriangularAfterW,   // the same, after -W's products in a loop of their own (fewer registers
-                       // live at once: at two CTAs an SM ptxas serialised the interleaved form)
 };
 template <class M, class Sm, class WM = M, UProducts kU = UProducts::kTriangular>
 __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int warp, int lane, float (&D)[8][4]) {
@@ -324,7 +322,7 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) ng[hr] = -expf(s.G[16 * wr + g + 8 * hr]);
   uint32_t xa[2][4], va[2][4];
-  constexpr bool kAfterW = kU == UProducts::kTriangularAfterW || kU == UProducts::kNone;
+  constexpr bool kAfterW = kU == UProducts::kNone;
   constexpr bool kTriangularT = kU != UProducts::kFull;
   const auto load_xw = [&](int ks) {  // Xw's A fragment of k-step ks (zeros above the diagonal)
     if (ks <= wr) {

@@ -482,7 +482,8 @@ TEST(Range, ScaledInputsMatchOracle) {
 
 // Keys along one shared direction per key head (each row u + noise x N(0, 1) per element, then
 // scaled to `norm`) and gates near 1 (g x 0.02), in the forms with f16 products of computed
-// operands (the warp-specialised kernel, the split form), the one-role kernel beside them.
+// operands (the warp-specialised kernel, the split form with head-group and one-head prepare
+// CTAs, in one pass and in windows), the one-role kernel beside them.
 // Such keys make the decay-free m = beta_i k_i . k_j of each 16 x 16 diagonal block nearly
 // constant below the diagonal, which the f16 product form of the block's inverse
 // (invert_diagonal_blocks_doubling) cannot take: `fallback` counts the blocks that must take the
@@ -571,7 +572,7 @@ void check_shared_direction_keys(const char* text, double norm, double noise, Bo
   std::printf("  %s, seed %llu: %lld of %lld blocks substituted; keys moved one ulp: o %.3e, final state %.3e\n",
               text, static_cast<unsigned long long>(c.seed), static_cast<long long>(fallback),
               static_cast<long long>(blocks), floor_o, floor_state);
-  for (const Form* fp : {&kForms[0], &kForms[1], &kForms[3], &kForms[7]}) {
+  for (const Form* fp : {&kForms[0], &kForms[1], &kForms[3], &kForms[6], &kForms[7], &kForms[8]}) {
     const Form& f = *fp;
     GeneratedInputs in = pristine;
     {
@@ -608,12 +609,10 @@ TEST(Range, LargeKeysTakeTheFallbackSubstitution) {
 // SPEC.md's inputs but for the keys' directions: normalised keys of pairwise cosine about 0.9
 // (noise 0.03 an element) and slow decay. m's entries stay below 1, but the powers of most
 // diagonal blocks pass kDoublingPowerLimit, so those blocks take the substitution in the
-// warp-specialised kernel and the head-group prepare kernel. Measured over 40 seeds: o at most
-// 2.75e-3, the state 2.35e-3 (bf16); held to twice SPEC.md's chunked tolerances, every form here.
-// Not here: the one-head prepare kernel (beside overlapped windows, and at ratio 1), which goes
-// without the check: o 3.5e-3 to 4.3e-3 and the state 4.0e-3 to 5.0e-3 over 6 seeds, past SPEC's
-// tolerances (GDN_CHUNKED_PREP_INSTANCE=group takes the head-group instance there instead: this
-// test with that form passed; docs/NOTES.md, forty-fifth session).
+// warp-specialised kernel and the prepare kernels. Measured over 40 seeds: o at most 2.75e-3, the
+// state 2.35e-3 (bf16); held to twice SPEC.md's chunked tolerances, every form here. The one-head
+// prepare kernel (one head a prepare CTA, and beside windows) has the check since the fifty-first
+// session: before it, o 3.5e-3 to 4.3e-3 and the state 4.0e-3 to 5.0e-3 there (forty-fifth).
 TEST(Range, SharedDirectionKeysTakeTheSubstitution) {
   GDN_SKIP_WITHOUT_GPU();
   const auto bound = [](const Case& c, const Form&) {
