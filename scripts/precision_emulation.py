@@ -18,7 +18,10 @@ o is rounded to bf16 at the end, as the kernels do. Plans:
   f16+dg16 as f16, the 16 x 16 diagonal blocks of the inverse by the f16 doubling product
           (invert_diagonal_blocks_doubling) where |m| <= 1, else the substitution (exact here);
   f16+dg16g as f16+dg16, and a block whose powers L^2, L^4, L^8 pass 2 substituted too (the
-          kernels since the forty-fifth session, but the one-head prepare kernel);
+          kernels since the forty-fifth session, the one-head prepare kernel since the fifty-first);
+  f16+dg16x2 as f16+dg16, every operand of the doubling an f16 hi + lo pair (three products each,
+          no check): the substitution's errors without it (measured and not taken: the one-head
+          prepare kernel 10% slower, against the check's 6%);
   f16+ahead as f16, with the chain looking one chunk ahead (docs/NOTES.md, forty-fifth session):
           D_c = U_c - gamma_{c-1} W_c S_{c-1}^T - Z_c D_{c-1}, Z_c = W_c Kc~_{c-1}^T (Kc~: the keys
           decayed to the chunk's end), S_{c-1}, Z_c and D_{c-1} rounded to f16 there;
