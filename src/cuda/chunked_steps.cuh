@@ -806,7 +806,7 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 // of them left o 1.2e-2 and the state 2.3e-2 from the oracle (keys of norm 1.2,
 // Range.LargeKeysTakeTheFallbackSubstitution over 80 seeds; f64 emulation with normalised keys
 // of cosine 0.9 and slow decay: o 4.8e-3 and the state 1.0e-2, against 3.1e-3 and 1.6e-3 with
-// the substitution). kCheckPowers: a block whose L^2, L^4 or L^8 has an entry above
+// the substitution). So a block whose L^2, L^4 or L^8 has an entry above
 // kDoublingPowerLimit takes the substitution too, decided after the products (m's block is
 // still in place); SPEC.md's keys give powers below 0.05, keys of pairwise cosine about 0.4 and
 // more reach the limit (docs/NOTES.md, forty-fifth session). Every kernel that takes the product
@@ -816,14 +816,14 @@ __device__ __forceinline__ void add_identity(float (&t)[2][4], int lane) {
 // f16+dg16x2), but costs that kernel 10% against the check's 6%.
 // The substitution's 16 rows in turn (a lane per column) were the inverse role's longest
 // stretch, about 2,600 cycles of the fused kernel's 8,580-cycle step (thirtieth session's
-// timeline). kCheckPowers false: no powers' check. f64 emulation of the chunked form with these roundings
+// timeline). f64 emulation of the chunked form with these roundings
 // (scripts/precision_emulation.py, plan f16+dg16, T = 2048): o 1.69e-3 as before, the state
 // 9.4e-7 with decay (the device's f32 sums leave about 3e-6), unchanged without decay.
 // kInPlace: s.m and s.x are one buffer (the warp reads its block before it writes X over it).
 // kCalledFallback: the substitution by invert_diagonal_blocks_called (the warp-specialised
 // kernel's).
 inline constexpr float kDoublingPowerLimit = 2.f;
-template <bool kInPlace = false, bool kCalledFallback = false, bool kCheckPowers = true, class Sm>
+template <bool kInPlace = false, bool kCalledFallback = false, class Sm>
 __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp, int lane) {
   if (warp >= 4) return;
   const int b0 = 16 * warp, g = lane >> 2, q = lane & 3;
@@ -851,11 +851,10 @@ __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp,
   float P[2][4];  // L^2, L^4, L^8
   float power_max = 0.f;  // the largest |entry| of the powers (finite: |L| <= 1)
   const auto check_power = [&] {
-    if constexpr (kCheckPowers)
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) power_max = fmaxf(power_max, fabsf(P[nt][e]));
+      for (int e = 0; e < 4; ++e) power_max = fmaxf(power_max, fabsf(P[nt][e]));
   };
   acc_to_a<MmaF16>(L, 0, a);
   acc_to_b_f16(L, b);
@@ -886,11 +885,9 @@ __device__ __forceinline__ void invert_diagonal_blocks_doubling(Sm& s, int warp,
     }
     product_16x16(X, xa, ib);
   }
-  if constexpr (kCheckPowers) {
-    if (!__all_sync(0xffffffffu, power_max <= kDoublingPowerLimit)) {  // X is not stored (warp-uniform)
-      substitute();
-      return;
-    }
+  if (!__all_sync(0xffffffffu, power_max <= kDoublingPowerLimit)) {  // X is not stored (warp-uniform)
+    substitute();
+    return;
   }
   if constexpr (kInPlace) __syncwarp();  // (every lane's m_bb was read into the products above)
 #pragma unroll
