@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
       // (every row of T, its zeros above the diagonal written above: with the diagonal blocks'
       // powers' check, ptxas serialised the wgmma of either instance with U's triangular forms,
       // C7511; the one-head instance's triangular form after -W, without the check, was 1.1 to
-      // 1.4% faster on the overlapped-window cases: docs/NOTES.md, fifty-first session)
+      // 2% faster on the overlapped-window cases: docs/NOTES.md, fifty-first session)
       wgmma_minus_w_new_values<M, PrepWgSmem, MmaF16, UProducts::kFull>(s, 0, warp, lane, D);
 #pragma unroll
       for (int t = 0; t < 8; ++t)  // U^T as this warp's accumulator fragments: 512-byte warp stores
