@@ -857,10 +857,11 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
   // kUWarpgroup: U^T by a warpgroup of its own (threads [kWorkers, +128)), the instance for
   // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
   static_assert(!(kPass1 && kUWarpgroup), "pass 1 takes U^T as prepared");
-  constexpr bool kThreeWarpgroups = kPass1 || kUWarpgroup;  // (wg_chain_threads)
+  constexpr bool kThreeWarpgroups = kPass1 || kUWarpgroup || kChainShape3;  // (wg_chain_threads)
+  constexpr bool kSecondWarpgroup = kUWarpgroup || (kChainShape3 && !kPass1);  // threads [kWorkers, +128)
   constexpr int kCopier0 = kThreeWarpgroups ? 2 * kWgChainThreads : kWorkers;
   const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp('s warpgroup)
-  const bool u_role = kUWarpgroup && !copier && int(threadIdx.x) >= kWorkers;  // the U warpgroup
+  const bool u_role = kSecondWarpgroup && !copier && int(threadIdx.x) >= kWorkers;  // the U warpgroup
   const bool idle = int(threadIdx.x) >= kCopier0 + 32;               // its other warps
   const int wg = !kPass1 || copier ? 0 : int(threadIdx.x) / kWgChainThreads;  // the warpgroup (the copier's run: 0's)
   // (the copier's tid is kCopier0 + lane: never a warpgroup's thread 0; the U warpgroup's 0..127)
@@ -909,7 +910,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
     }
     fence_mbarrier_init();
   }
-  if constexpr (kUWarpgroup) {
+  if constexpr (kSecondWarpgroup) {
     if (!idle) named_barrier(7, kCopier0 + 32);  // the barriers are initialised: every working thread
   } else if (!idle) {
     sync_with_copier();
@@ -975,6 +976,9 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
     return;
   }
   if constexpr (kThreeWarpgroups) registers_up<kWgPairedChainRegs>();
+  if constexpr (kSecondWarpgroup && !kUWarpgroup) {
+    if (u_role) return;  // the shape alone: U^T comes prepared
+  }
   if constexpr (kUWarpgroup) {
     if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
                    // warpgroup, which waits for it on named barrier 3 + the stage (kBarUStaged)

@@ -392,8 +392,12 @@ inline constexpr int kWgChainThreads = 128;
 // of the register file); its warps but the copier leave at once. (The three-warpgroup shape costs
 // the state's step about 2% even where its U warpgroup leaves at once: forty-ninth and fiftieth
 // sessions, docs/NOTES.md; so the chain without its own U keeps the one-warpgroup shape.)
+#ifndef GDN_CHAIN_SHAPE3
+#define GDN_CHAIN_SHAPE3 1
+#endif
+inline constexpr bool kChainShape3 = GDN_CHAIN_SHAPE3;  // trial: every wgmma chain in three warpgroups
 constexpr int wg_chain_threads(bool pass1, bool u_warpgroup) {
-  return pass1 || u_warpgroup ? 3 * kWgChainThreads : kWgChainThreads + 32;
+  return pass1 || u_warpgroup || kChainShape3 ? 3 * kWgChainThreads : kWgChainThreads + 32;
 }
 constexpr int wg_chain_workers(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads; }
 inline constexpr int kWgPairedChainRegs = 232, kWgCopierRegs = 40;  // 2 x 128 x 232 + 128 x 40 <= 65536
