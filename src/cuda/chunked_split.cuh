@@ -836,7 +836,7 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // that carry the true state (those that write o: whole sequences, windows, segment 0 in pass 1,
 // pass 2) store it after the chunks that ask (store_checkpoint); a sequence whose snapshot
 // indices checkpoint_index_check_kernel found invalid writes nothing.
-// A copier warp beside the warpgroups (wg_chain_threads) issues each chunk's bulk copies and TMA
+// A copier warp (its warpgroup's first: kWgChainCtaThreads) issues each chunk's bulk copies and TMA
 // loads as soon as the barrier that opens the step before frees their stage, so that no warp of
 // the warpgroups carries them into the step's first product (where the other three waited for
 // it: 13% of the chain's samples).
@@ -848,7 +848,7 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6;
 template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup>
-__global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
+__global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -857,11 +857,10 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
   // kUWarpgroup: U^T by a warpgroup of its own (threads [kWorkers, +128)), the instance for
   // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
   static_assert(!(kPass1 && kUWarpgroup), "pass 1 takes U^T as prepared");
-  constexpr bool kThreeWarpgroups = kPass1 || kUWarpgroup || kChainShape3;  // (wg_chain_threads)
-  constexpr bool kSecondWarpgroup = kUWarpgroup || (kChainShape3 && !kPass1);  // threads [kWorkers, +128)
-  constexpr int kCopier0 = kThreeWarpgroups ? 2 * kWgChainThreads : kWorkers;
-  const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp('s warpgroup)
-  const bool u_role = kSecondWarpgroup && !copier && int(threadIdx.x) >= kWorkers;  // the U warpgroup
+  constexpr int kCopier0 = 2 * kWgChainThreads;                      // (kWgChainCtaThreads)
+  const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp's warpgroup
+  // the second warpgroup outside pass 1: the U warpgroup (kUWarpgroup), or gone at once
+  const bool u_role = !kPass1 && !copier && int(threadIdx.x) >= kWorkers;
   const bool idle = int(threadIdx.x) >= kCopier0 + 32;               // its other warps
   const int wg = !kPass1 || copier ? 0 : int(threadIdx.x) / kWgChainThreads;  // the warpgroup (the copier's run: 0's)
   // (the copier's tid is kCopier0 + lane: never a warpgroup's thread 0; the U warpgroup's 0..127)
@@ -910,7 +909,7 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
     }
     fence_mbarrier_init();
   }
-  if constexpr (kSecondWarpgroup) {
+  if constexpr (!kPass1) {
     if (!idle) named_barrier(7, kCopier0 + 32);  // the barriers are initialised: every working thread
   } else if (!idle) {
     sync_with_copier();
@@ -964,10 +963,8 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
   };
 
   if (copier) {  // the copies of each chunk after the barrier that frees its stage, then gone
-    if constexpr (kThreeWarpgroups) {   // its warpgroup gives registers to the others (at the roles'
-      registers_down<kWgCopierRegs>();  // split: ptxas budgets each role's code by its setmaxnreg)
-      if (idle) return;
-    }
+    registers_down<kWgCopierRegs>();  // its warpgroup gives registers to the others (at the roles'
+    if (idle) return;                   // split: ptxas budgets each role's code by its setmaxnreg)
     if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
     for (int64_t c = run.c_begin; c < run.c_end; ++c) {
       sync_with_copier();  // chunk c - 1 is done with the other stage
@@ -975,9 +972,9 @@ __global__ void __launch_bounds__(wg_chain_threads(kPass1, kUWarpgroup), 1)
     }
     return;
   }
-  if constexpr (kThreeWarpgroups) registers_up<kWgPairedChainRegs>();
-  if constexpr (kSecondWarpgroup && !kUWarpgroup) {
-    if (u_role) return;  // the shape alone: U^T comes prepared
+  registers_up<kWgPairedChainRegs>();
+  if constexpr (!kUWarpgroup) {
+    if (u_role) return;  // U^T comes prepared
   }
   if constexpr (kUWarpgroup) {
     if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
@@ -1339,13 +1336,13 @@ cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& map
   if (runs_wgmma_chain(p) && p.seg_pass == 1) {  // paired: one CTA for a middle segment's R and A
     const dim3 pass1(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments)));
     (ckpt ? chunk_chain_wgmma_kernel<M, true, true, false> : chunk_chain_wgmma_kernel<M, true, false, false>)
-        <<<pass1, dim3(wg_chain_threads(true, false)), kWgChainSmemBytes, stream>>>(p, maps);
+        <<<pass1, dim3(kWgChainCtaThreads), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (runs_wgmma_chain(p) && p.chain_forms_u) {  // U^T by the chain's U warpgroup
     (ckpt ? chunk_chain_wgmma_kernel<M, false, true, true> : chunk_chain_wgmma_kernel<M, false, false, true>)
-        <<<grid, dim3(wg_chain_threads(false, true)), kWgChainSmemBytes, stream>>>(p, maps);
+        <<<grid, dim3(kWgChainCtaThreads), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (runs_wgmma_chain(p)) {
     (ckpt ? chunk_chain_wgmma_kernel<M, false, true, false> : chunk_chain_wgmma_kernel<M, false, false, false>)
-        <<<grid, dim3(wg_chain_threads(false, false)), kWgChainSmemBytes, stream>>>(p, maps);
+        <<<grid, dim3(kWgChainCtaThreads), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (ckpt) {  // (the host sends such calls to the fused kernel)
     return cudaErrorInvalidValue;
   } else if (p.chain_split == 1)

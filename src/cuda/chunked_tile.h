@@ -382,23 +382,18 @@ static_assert(sizeof(uint16_t[kC][kOStageLd]) <= sizeof(float4[8][32]), "a warp'
 // o leaves through its own staging tile (64 tokens x the CTA's 64 values, swizzled: one TMA
 // box), two of them so that a store's read overlaps the next chunk.
 inline constexpr int kWgChainThreads = 128;
-// A chain CTA's threads (chunk_chain_wgmma_kernel): the state's warpgroup and a copier warp;
-// or three warpgroups: the state's, the U warpgroup and the copier warp's (kUWarpgroup, where the
-// chain forms U^T: ChunkParams::chain_forms_u), or, in pass 1 of the sequence split, a middle
-// segment's R and A, and the copier's. ptxas budgets registers by whole warpgroups (two and a
-// warp would get 168 a thread, too few for the state, D and O: it serialises the products), so in
-// the three-warpgroup shapes the copier's warpgroup lowers its registers to kWgCopierRegs and the
-// others raise theirs to kWgPairedChainRegs (setmaxnreg: a warp of each in a scheduler's quarter
-// of the register file); its warps but the copier leave at once. (The three-warpgroup shape costs
-// the state's step about 2% even where its U warpgroup leaves at once: forty-ninth and fiftieth
-// sessions, docs/NOTES.md; so the chain without its own U keeps the one-warpgroup shape.)
-#ifndef GDN_CHAIN_SHAPE3
-#define GDN_CHAIN_SHAPE3 1
-#endif
-inline constexpr bool kChainShape3 = GDN_CHAIN_SHAPE3;  // trial: every wgmma chain in three warpgroups
-constexpr int wg_chain_threads(bool pass1, bool u_warpgroup) {
-  return pass1 || u_warpgroup || kChainShape3 ? 3 * kWgChainThreads : kWgChainThreads + 32;
-}
+// A chain CTA's threads (chunk_chain_wgmma_kernel): three warpgroups, the state's, a second one
+// and the copier warp's. The second is the U warpgroup where the chain forms U^T
+// (ChunkParams::chain_forms_u), a middle segment's A run in pass 1 of the sequence split, and
+// otherwise leaves at once. ptxas budgets registers by whole warpgroups (a warpgroup and a warp
+// would get 168 a thread where the state, D and O need more), so the copier's warpgroup lowers its
+// registers to kWgCopierRegs and the others raise theirs to kWgPairedChainRegs (setmaxnreg: a warp
+// of each in a scheduler's quarter of the register file); its warps but the copier leave at once.
+// Where the second warpgroup leaves at once this shape is still the faster one: the chain on 1 x
+// 16384 in one pass took 350 us against 369 with a warpgroup and a copier warp of 160 threads
+// (launch-bounded to 214 registers), whose loop formed its wgmma descriptors in vector registers
+// and moved them over (118 R2UR against 24; fifty-second session, docs/NOTES.md).
+inline constexpr int kWgChainCtaThreads = 3 * kWgChainThreads;
 constexpr int wg_chain_workers(bool pass1) { return pass1 ? 2 * kWgChainThreads : kWgChainThreads; }
 inline constexpr int kWgPairedChainRegs = 232, kWgCopierRegs = 40;  // 2 x 128 x 232 + 128 x 40 <= 65536
 struct WgChainStage {
@@ -519,7 +514,7 @@ inline constexpr size_t kMaxOnePassWorkspaceBytes = size_t(4) << 30;
 //  - overlap: when the chain leaves most SMs idle (its CTAs at most half the SMs), chain(w)
 //    runs on a second, high-priority stream beside prepare(w + 1) on the caller's, so the
 //    preparation (about 0.033 us a chunk and head over the whole GPU) hides behind the chain
-//    (1.45 us a chunk) instead of preceding it. The first window's preparation is the only exposed
+//    (1.37 us a chunk) instead of preceding it. The first window's preparation is the only exposed
 //    one, and each window costs a gap (the chain's launch, its state and first chunk loads), so
 //    the window length W (chunks) is the one that minimises
 //        W a + ceil(chunks / W) kWindowGapUs,   a = heads kPrepSmUsPerChunkHead / SMs
@@ -606,7 +601,8 @@ inline constexpr double kFusedWsStepUs = 4.8;      // warp-specialised: 4 x 8192
 inline constexpr double kPrepCtaUs = 11.1;         // 344 us x 132 SMs x 2 CTAs / 8192 (368 us for the mma.sync chains' layout)
 inline constexpr double kPrepWgmmaCtaUs = kPrepSmUsPerChunkHead * kPrepCtasPerSm;  // 8.7: the wgmma chain's prepare
                                                    // kernel, 271 us (twenty-sixth session)
-inline constexpr double kWgChainStepUs = 1.5;      // the wgmma chain (sm_90a): 377 us / 256 (copier warp)
+inline constexpr double kWgChainStepUs = 1.4;      // the wgmma chain (sm_90a): 350 us / 256 (three warpgroups,
+                                                   // fifty-second session; 377 with a copier warp alone)
 inline constexpr double kChainStepUs = 3.6;        // the key-half chain: 927 us / 256
 inline constexpr double kFullChainStepUs = 5.2;    // the full chain: 1,331 us / 256
 inline constexpr double kOverlapSlowdown = 1.08;   // the chain beside the preparation (1 x 65536)
