@@ -858,11 +858,14 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
   static_assert(!(kPass1 && kUWarpgroup), "pass 1 takes U^T as prepared");
   constexpr int kCopier0 = 2 * kWgChainThreads;                      // (kWgChainCtaThreads)
-  const bool copier = int(threadIdx.x) >= kCopier0;                  // the copier warp's warpgroup
+  // the warp's index broadcast from its lane 0, so that the compiler knows every role test below
+  // is warp-uniform (the roles' loops then keep their indices and descriptors uniform)
+  const int warp_index = __shfl_sync(0xffffffffu, int(threadIdx.x) / 32, 0);
+  const bool copier = warp_index >= kCopier0 / 32;                   // the copier warp's warpgroup
   // the second warpgroup outside pass 1: the U warpgroup (kUWarpgroup), or gone at once
-  const bool u_role = !kPass1 && !copier && int(threadIdx.x) >= kWorkers;
-  const bool idle = int(threadIdx.x) >= kCopier0 + 32;               // its other warps
-  const int wg = !kPass1 || copier ? 0 : int(threadIdx.x) / kWgChainThreads;  // the warpgroup (the copier's run: 0's)
+  const bool u_role = !kPass1 && !copier && warp_index >= kWorkers / 32;
+  const bool idle = warp_index >= kCopier0 / 32 + 1;                 // its other warps
+  const int wg = !kPass1 || copier ? 0 : warp_index / 4;             // the warpgroup (the copier's run: 0's)
   // (the copier's tid is kCopier0 + lane: never a warpgroup's thread 0; the U warpgroup's 0..127)
   const int tid = int(threadIdx.x) - wg * kWgChainThreads - (u_role ? kWorkers : 0), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
