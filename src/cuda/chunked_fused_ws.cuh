@@ -301,7 +301,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WsSmem& s = *reinterpret_cast<WsSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // warp: broadcast from lane 0, so that the compiler knows the role tests on it are warp-uniform
+  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
   const int64_t n = longest_first(p, blockIdx.x / p.Hv);
   const int h = int(blockIdx.x % p.Hv);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
