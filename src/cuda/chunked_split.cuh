@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
   PrepWgSmem& s = *reinterpret_cast<PrepWgSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   __shared__ uint64_t landed[2];  // q and k have landed (one phase); v (a phase a head)
   __shared__ float p_max[kWarps];  // each warp's largest |P| (without qk_l2norm)
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;  // warp: known uniform
   constexpr int kGateWarp = 4;  // forms the next head's gates while warps 0..3 substitute
   PrepChunk pc;
   if (!prep_chunk_owner(p, pc, prep_group_head(p, 0))) return;
