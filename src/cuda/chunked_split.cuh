@@ -983,12 +983,10 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     return;
   }
   registers_up<kWgPairedChainRegs>();
-  if constexpr (!kUWarpgroup) {
-    if (u_role) return;  // U^T comes prepared
-  }
-  if constexpr (kUWarpgroup) {
-    if (u_role) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of the state's
-                   // warpgroup, which waits for it on named barrier 3 + the stage (kBarUStaged)
+  if (u_role) {  // the second warpgroup outside pass 1: gone at once where U^T comes prepared
+    if constexpr (kUWarpgroup) {  // U^T = Vc^T T^T of each chunk into its stage's u, a chunk ahead of
+                                  // the state's warpgroup, which waits for it on named barrier 3 +
+                                  // the stage (kBarUStaged)
       for (int64_t c = run.c_begin; c < run.c_end; ++c) {
         const int it = int(c - run.c_begin), b = it & 1;
         WgChainStage& st = s.stage[b];
@@ -1011,8 +1009,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
         for (int t = 0; t < 8; ++t) st.u[warp][t][lane] = make_float4(U[t][0], U[t][1], U[t][2], U[t][3]);
         named_barrier_arrive(kBarUStaged + b, 2 * kWgChainThreads);
       }
-      return;
     }
+    return;
   }
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();

@@ -322,7 +322,7 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) ng[hr] = -expf(s.G[16 * wr + g + 8 * hr]);
   uint32_t xa[2][4], va[2][4];
-  constexpr bool kAfterW = kU == UProducts::kNone;
+  constexpr bool kWAlone = kU == UProducts::kNone;
   constexpr bool kTriangularT = kU != UProducts::kFull;
   const auto load_xw = [&](int ks) {  // Xw's A fragment of k-step ks (zeros above the diagonal)
     if (ks <= wr) {
@@ -332,7 +332,7 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
       for (int r = 0; r < 4; ++r) xa[ks & 1][r] = 0u;
     }
   };
-  if constexpr (kAfterW) {  // -W's products first, then U's below
+  if constexpr (kWAlone) {  // -W's products in a loop of their own (none of U's below)
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's product has read xa[ks & 1]
@@ -347,18 +347,18 @@ __device__ __forceinline__ void wgmma_minus_w_new_values(Sm& s, int buf, int war
     }
   }
 #pragma unroll
-  for (int ks = 0; ks < (kU == UProducts::kNone ? 0 : kC / 16); ++ks) {
+  for (int ks = 0; ks < (kWAlone ? 0 : kC / 16); ++ks) {
     if (ks >= 2) wgmma_wait<1>();  // k-step ks - 2's products have read xa, va [ks & 1]
-    if constexpr (!kAfterW) load_xw(ks);
+    load_xw(ks);
     ldsm_x4_trans(va[ks & 1], a_cols<CoreTiles::V>(v_tile, 16 * warp, 16 * ks, lane));  // A[v][t'] = Vc[t'][v]
     wgmma_fence();
     const uint64_t kd = swizzle128_desc_mn<kC>(k_half, 16 * ks);
     const uint64_t th = k_major_desc<kC>(&s.t.hi[0][0], 16 * ks), tl = k_major_desc<kC>(&s.t.lo[0][0], 16 * ks);
     if (ks == 0) {
-      if constexpr (!kAfterW) wgmma_64<M, false, true>(W, xa[0], kd);
+      wgmma_64<M, false, true>(W, xa[0], kd);
       wgmma_64<M, false>(D, va[0], th);
     } else {
-      if constexpr (!kAfterW) wgmma_64<M, true, true>(W, xa[ks & 1], kd);
+      wgmma_64<M, true, true>(W, xa[ks & 1], kd);
       if constexpr (kTriangularT)
         wgmma_64_lower_t<M>(ks, D, va[ks & 1], th);  // T's rows that can be nonzero
       else
