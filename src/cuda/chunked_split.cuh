@@ -897,14 +897,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   }
   if (kCheckpoints && p.ckpt_seq_ok && !p.ckpt_seq_ok[n]) return;  // (the flag is raised)
   const int64_t chunks = (sq.len + kC - 1) / kC;
-  ChainRun run = chain_run(p, role, n, h, chunks);
-  if constexpr (kPass1) {  // both warpgroups run the CTA's segment: its span from the CTA alone, so that
-                           // the loop's chunk and stage indices stay uniform (wgmma descriptors in the
-                           // uniform datapath; from role, which depends on the warpgroup, they were not)
-    const ChainRun span = chain_run(p, cta.role == 0 ? 0 : 2 * cta.role - 1, n, h, chunks);
-    run.c_begin = span.c_begin;
-    run.c_end = span.c_end;
-  }
+  const ChainRun run = chain_run(p, role, n, h, chunks);
 
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
                    // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
