@@ -381,14 +381,14 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   if (!windows || !plan.windows.overlap) c.chain_split = plan.serial_chain_split;  // nothing overlaps
   c.chain_wgmma = split && plan.wgmma_chain;
   // The wgmma chain's U warpgroup forms U^T from T and Vc (the prepare kernel then writes T and
-  // loads no v: 16% faster) where the preparation and the chain run in turn over the whole GPU:
-  // one pass or windows not overlapped (1 x 32768 at Hv 64: 1.89 -> 1.77 ms). Not beside
-  // overlapped windows, where the chain bounds the call and its step is 13% slower with it
-  // (1 x 65536 +3%), nor with the sequence split (pass 1 has no registers for it; docs/NOTES.md,
-  // forty-ninth and fiftieth sessions). GDN_CHUNKED_CHAIN_U=0|1 forces either (the tests run both).
+  // loads no v: 17% faster, 263 -> 218 us on 1 x 16384 in one pass, against the chain's 349 ->
+  // 384) wherever the chain runs without the sequence split (pass 1 has no registers for it):
+  // in turn with the preparation (1 x 32768 at Hv 64: 1.89 -> 1.77 ms) and, since the chain's
+  // indices are known uniform, beside overlapped windows too (1 x 16384 0.572 -> 0.564 ms, 1 x
+  // 65536 2.088 -> 2.057; docs/NOTES.md, fifty-third session). GDN_CHUNKED_CHAIN_U=0|1 forces
+  // either (the tests run both).
   const int64_t forced_chain_u = env_int("GDN_CHUNKED_CHAIN_U", -1);
-  const bool chain_u_pays = !(windows && plan.windows.overlap);
-  c.chain_forms_u = c.chain_wgmma && c.segments < 2 && (forced_chain_u < 0 ? chain_u_pays : forced_chain_u != 0);
+  c.chain_forms_u = c.chain_wgmma && c.segments < 2 && forced_chain_u != 0;
   // The wgmma prepare kernel's head groups, except beside an overlapped window's chain: that
   // chain's CTAs start only where the preparation's CTAs have left whole SMs, and a group's
   // CTA lasts a head's time per head (measured with groups of two there: 1 x 4096 and
