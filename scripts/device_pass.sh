@@ -54,7 +54,8 @@
 #   coresidence (not in the default list) bench/coresidence_lab.cu: whether a prepare-shaped CTA
 #              runs beside a chain-shaped CTA on one SM, for a few register plans (seconds);
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
-#              first KERNELS_COUNT (default 6) launches of KERNELS_CASE (default prefill-1x16384)
+#              first KERNELS_COUNT (default 6) launches matching KERNELS_REGEX (default
+#              chunk|segment: every chunked kernel, the combine too) of KERNELS_CASE (default prefill-1x16384)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
 #              KERNELS_METRICS (default gpu__time_duration.sum) the Nsight Compute metrics,
 #              KERNELS_LIBS the builds ("lib NAME ...", default lib);
@@ -322,7 +323,7 @@ if has kernels; then  # each chunked kernel's duration (Nsight Compute, one laun
     for i in "${!settings[@]}"; do
       log="$WORK/kernels/$name-$i.log"
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 env ${settings[$i]} timeout 150 "$NCU" --clock-control none \
-        -k "regex:${KERNELS_REGEX:-chunk}" --launch-count "${KERNELS_COUNT:-6}" \
+        -k "regex:${KERNELS_REGEX:-chunk|segment}" --launch-count "${KERNELS_COUNT:-6}" \
         --metrics "${KERNELS_METRICS:-gpu__time_duration.sum}" --csv \
         python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" --out /tmp/ncu-kernels \
         --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 > "$log" 2>&1
