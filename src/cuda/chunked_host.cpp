@@ -227,7 +227,9 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   if (e != cudaSuccess) return e;
 
   cuda::SideStreamLease side;
-  if (plan.windows.overlap && windows > 1 && !cuda::stream_is_capturing(stream))
+  // (trial: windows in turn take the side stream too, so that prepare(w + 1) fills the SMs
+  // chain(w) leaves idle and its tail)
+  if (windows > 1 && !cuda::stream_is_capturing(stream))
     side = cuda::lease_side_stream(device, cuda::priority_above(stream), stream);
   if (side.ok()) {  // the fork: a failure on the caller's stream is the call's; on the side stream, it is given up
     if ((e = cudaEventRecord(side.event(0), stream)) != cudaSuccess) return e;
