@@ -110,7 +110,7 @@ def rel(x, ref):
 
 
 # ---- inputs --------------------------------------------------------------------------------
-def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
+def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec", dtype=torch.bfloat16):
     """keys "spec": SPEC.md's (L2-normalised). keys "large": each key head's keys near one
     direction with norm 1.2 and the gates near 1 (g = logsigmoid(N(0,1) + 4)), so that most of
     the chunks' 16 x 16 diagonal blocks of beta K K^T (decayed) have an entry above 1 in size:
@@ -118,7 +118,8 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
     recurrence stays bounded, 1 - beta |k|^2 > -0.44). keys "raw": q and k as drawn, not
     normalised, and both sides L2-normalise them in the kernel (ours qk_l2norm, the peer's
     use_qk_l2norm_in_kernel): Qwen3-Next's calls. keys "normed": SPEC.md's keys, and both sides
-    L2-normalise q and k in the kernel as with "raw" (the same code path on normalised keys)."""
+    L2-normalise q and k in the kernel as with "raw" (the same code path on normalised keys).
+    dtype: q, k, v and o (bf16, or f32: drawn the same, then widened)."""
     dev = "cuda"
     N, T_total = len(lengths), sum(lengths)
     B, T = (1, T_total) if packed else (N, lengths[0])
@@ -141,6 +142,8 @@ def make_inputs(lengths, Hk, Hv, packed, gen, keys="spec"):
     x["h0"] = 0.1 * torch.randn(N, Hv, V, K, device=dev, generator=gen)
     x["o"] = torch.empty(B, T, Hv, V, device=dev, dtype=torch.bfloat16)
     x["ht"] = torch.empty(N, Hv, V, K, device=dev)
+    for name in ("q", "k", "v", "o"):
+        x[name] = x[name].to(dtype)
     if packed:
         cu = [0]
         for n in lengths:
@@ -225,12 +228,13 @@ def sampled_errors(x, lengths, Hk, Hv, packed, o, ht):
 
 
 # ---- where path auto should switch: our recurrent kernel against our chunked one -------------
-def crossover(lib, gen, rep):
+def crossover(lib, gen, rep, dtype=torch.bfloat16):
     """ms of path recurrent and path chunked for N = 32 sequences of T tokens (Hk 16, Hv 32)."""
     import triton.testing
     rows = []
-    for T in (8, 16, 32, 48, 64, 96, 128, 256):
-        x = make_inputs([T] * 32, 16, 32, False, gen)
+    Ts = (8, 16, 32, 48, 64, 96, 128, 256) + ((512, 1024) if dtype == torch.float32 else ())
+    for T in Ts:
+        x = make_inputs([T] * 32, 16, 32, False, gen, dtype=dtype)
         row = {"T": T, "N": 32}
         for path, name in ((gdn.PATH_RECURRENT, "recurrent_ms"), (gdn.PATH_CHUNKED, "chunked_ms")):
             a = ours_args(lib, x, False)
@@ -270,6 +274,8 @@ def main():
                     "so the diagonal blocks take the fallback substitution; raw: q and k not normalised, both sides "
                     "normalising them in the kernel (results file -raw-keys); normed: SPEC.md's keys, normalised "
                     "in the kernel again as with raw (default $GDN_BENCH_KEYS or spec)")
+    ap.add_argument("--inputs", default="bf16", choices=["bf16", "f32"],
+                    help="q, k, v and o dtype (f32: the same draws widened; results file -f32-inputs)")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
@@ -303,6 +309,8 @@ def main():
     }
     os.makedirs(args.out, exist_ok=True)
     suffix = "" if args.keys == "spec" else f"-{args.keys}-keys"  # (the main table's file stays SPEC.md's inputs)
+    suffix += "-f32-inputs" if args.inputs == "f32" else ""
+    dtype = torch.float32 if args.inputs == "f32" else torch.bfloat16
     path = os.path.join(args.out, f"{date}-h200-prefill{suffix}.json")
     wanted = set(filter(None, args.cases.split(",")))
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -313,10 +321,12 @@ def main():
             print(f"{name}: skipped (deadline)", flush=True)
             continue
         row = {"name": name, "timing": "events", "N": len(lengths), "T_total": sum(lengths), "Hk": Hk, "Hv": Hv}
+        if args.inputs != "bf16":
+            row["inputs"] = args.inputs
         if args.keys != "spec":
             row["keys"] = args.keys
         try:
-            x = make_inputs(lengths, Hk, Hv, packed, gen, args.keys)
+            x = make_inputs(lengths, Hk, Hv, packed, gen, args.keys, dtype)
             a = ours_args(lib, x, packed)
             ours = lambda: lib.forward(a)  # noqa: E731
             ours()
@@ -376,7 +386,7 @@ def main():
         print(json.dumps(row), flush=True)
 
     if args.crossover and not (args.deadline and time.time() - start > args.deadline + 30):
-        result["crossover"] = crossover(lib, gen, 20)
+        result["crossover"] = crossover(lib, gen, 20, dtype)
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
 

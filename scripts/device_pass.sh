@@ -10,7 +10,8 @@
 #              builds the tests run on (lib: the packed one, the default; NAME: an --add-lib
 #              build), CHUNKED_SANITIZE the builds the sanitizers run on (unset: lib; empty: none);
 #   prefill    bench/bench_prefill.py: BENCH.md's prefill cases against flash-linear-attention,
-#              ours as the library chooses and in the forms PREFILL_FORMS (default fused,split:1),
+#              ours as the library chooses and in the forms PREFILL_FORMS (default fused,split:1;
+#              empty: none),
 #              PREFILL_S seconds (default 240), PREFILL_CASES picks cases, PREFILL_ARGS more options
 #              (e.g. --checkpoints 64);
 #   tool       gdn info / check / demo / bench (decode, two prefill cases) on the cuda backend,
@@ -195,9 +196,10 @@ if has chunked; then
   for d in $( [ -n "${CHUNKED_SANITIZE-lib}" ] && builds "${CHUNKED_SANITIZE-lib}"); do
     name=$(basename "$d")
     case "$failed" in *" $name "*) note "chunked sanitizers ($name): skipped, its tests failed"; continue ;; esac
-    # racecheck: a small case in every form, and the prepare instances on packed partial chunks
-    for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm:Forms.PrepareHeadGroupsMatchOneHead:Forms.ChainFormedUMatchesPreparedU" \
-                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Chunked/Oracle.MatchesOracle/ckpt_pool_packed_inplace:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.ChainFormedUMatchesPreparedU:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates:Range.*"; do
+    # racecheck: a small case in every form (and the f32 inputs' kernel), and the prepare
+    # instances on packed partial chunks
+    for spec in "racecheck:Chunked/Oracle.MatchesOracle/t65_l2norm:Chunked/F32Inputs.MatchesOracle/t65_l2norm:Forms.PrepareHeadGroupsMatchOneHead:Forms.ChainFormedUMatchesPreparedU" \
+                "memcheck:Chunked/Oracle.MatchesOracle/packed_zero_len_pool_inplace:Chunked/Oracle.MatchesOracle/ckpt_pool_packed_inplace:Chunked/F32Inputs.MatchesOracle/packed_zero_len_pool_inplace_kv_raw:Chunked/F32Inputs.MatchesOracle/strided:Device.Invalid*:Forms.FusedTmaMatchesCpAsync:Forms.PackedTailIgnoresNextSequence:Forms.PrepareHeadGroupsMatchOneHead:Forms.ChainFormedUMatchesPreparedU:Forms.SegmentsMatchUnsplit:Forms.WindowsMatchUnwindowed:Forms.OverlappedWindowsFollowTheCallersStream:Forms.BackToBackOverlappedCallsChainTheirStates:Range.*"; do
       tool=${spec%%:*} filter=${spec#*:}
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         --print-limit 20 "$BIN/cuda_chunked_test" --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool-$name.log" 2>&1
@@ -208,7 +210,7 @@ fi
 
 if has prefill; then  # every form of ours against fla, side by side (bench/bench_prefill.py)
   timeout "$(( ${PREFILL_S:-240} + 60 ))" python3 bench/bench_prefill.py --lib "$PWD/.devbuild/lib/libgdn.so" \
-    --out "$FINAL" --forms "${PREFILL_FORMS:-fused,split:1}" --rep 30 --deadline "${PREFILL_S:-240}" \
+    --out "$FINAL" --forms "${PREFILL_FORMS-fused,split:1}" --rep 30 --deadline "${PREFILL_S:-240}" \
     ${PREFILL_CASES:+--cases "$PREFILL_CASES"} ${PREFILL_ARGS:-} > "$WORK/prefill.log" 2>&1
   note "== prefill benchmark: rc=$? ($(elapsed))"
   sed -n '/^results:/,$p' "$WORK/prefill.log" >> "$SUMMARY"

@@ -64,7 +64,6 @@ constexpr DtypeSet kHalfAndF32 = dtype_set(f32, bf16, f16);
 constexpr DtypeSet kAnyFloat = dtype_set(f32, bf16, f16, f64);
 constexpr DtypeSet kF32Bf16 = dtype_set(f32, bf16);
 constexpr DtypeSet kF32Bf16F64 = dtype_set(f32, bf16, f64);
-constexpr DtypeSet kHalf = dtype_set(bf16, f16);
 }  // namespace table
 
 // Path AUTO accepts a configuration when any row of its backend does; the backend then picks.
@@ -74,8 +73,8 @@ inline constexpr ConfigRow kConfigTable[] = {
     {GDN_BACKEND_REFERENCE, GDN_PATH_RECURRENT, table::kAnyFloat,   dims_up_to(256),  dims_up_to(256),  table::kF32Bf16F64},
     {GDN_BACKEND_CPU,       GDN_PATH_RECURRENT, table::kHalfAndF32, dims_up_to(256),  dims_up_to(256),  table::kF32Bf16},
     {GDN_BACKEND_CUDA,      GDN_PATH_RECURRENT, table::kHalfAndF32, dims_of(64, 128), dims_of(64, 128), table::kF32Bf16},
-    // cuda chunked: bf16 / f16 tensor-core products (f32 inputs: path recurrent or auto)
-    {GDN_BACKEND_CUDA,      GDN_PATH_CHUNKED,   table::kHalf,       dims_of(128),     dims_of(128),     table::kF32Bf16},
+    // cuda chunked: bf16 / f16 tensor-core products; f32 inputs in 3xTF32 (chunked_f32.cu)
+    {GDN_BACKEND_CUDA,      GDN_PATH_CHUNKED,   table::kHalfAndF32, dims_of(128),     dims_of(128),     table::kF32Bf16},
 };
 // clang-format on
 

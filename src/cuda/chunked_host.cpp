@@ -129,6 +129,7 @@ bool wgmma_chain(const Problem& p) {
 
 ChunkedPlan plan_call(const Problem& p) {
   ChunkedPlan plan;
+  if (p.input_dtype == GDN_DTYPE_F32) return plan;  // the f32 kernel: fused, no workspace
   plan.wgmma_chain = wgmma_chain(p);
   // State checkpoints: stored by the wgmma chain (two CTAs a pair) and the fused kernel only.
   const bool checkpoints = p.checkpoint_tokens > 0;
@@ -195,8 +196,9 @@ ChunkedPlan plan_call(const Problem& p) {
   return plan;
 }
 
-// The windows of a split call (chunked_tile.h), each its preparation then its chain. Overlapped
-// (plan.windows.overlap, a side stream leased, the caller's stream not being captured):
+// The windows of a split call (chunked_tile.h), each its preparation then its chain. With two
+// windows or more, a side stream leased and the caller's stream not being captured (whether
+// the plan overlaps them or not: windows in turn then gain the SMs and tail each chain leaves),
 // the chains run on the side stream, one priority above the caller's stream, beside the next
 // window's preparation on the caller's stream, ordered by events: the side stream first waits
 // for everything already queued on the caller's stream (fork); chain(w) after prepare(w);
@@ -227,8 +229,8 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   if (e != cudaSuccess) return e;
 
   cuda::SideStreamLease side;
-  // (trial: windows in turn take the side stream too, so that prepare(w + 1) fills the SMs
-  // chain(w) leaves idle and its tail)
+  // windows in turn take the side stream too: prepare(w + 1) then fills the SMs chain(w) leaves
+  // idle and its tail (Hv 64: 1.702 -> 1.685 ms; docs/NOTES.md, fifty-fourth session)
   if (windows > 1 && !cuda::stream_is_capturing(stream))
     side = cuda::lease_side_stream(device, cuda::priority_above(stream), stream);
   if (side.ok()) {  // the fork: a failure on the caller's stream is the call's; on the side stream, it is given up
@@ -310,7 +312,7 @@ bool cuda_chunked_selected(const Problem& p) {
   if (p.path != GDN_PATH_AUTO) return false;
   const ConfigRow* row = chunked_row();
   return row && row_takes(*row, p) && (!p.has_snapshots || p.checkpoint_tokens > 0) &&
-         ck::auto_prefers_chunked(tokens_per_sequence(p)) &&
+         ck::auto_prefers_chunked(tokens_per_sequence(p), p.input_dtype == GDN_DTYPE_F32) &&
          smem_optin(p.device_id) >= int(ck::kChunkedSmemBytes);
 }
 
@@ -318,10 +320,9 @@ gdn_status cuda_chunked_can_implement(const Problem& p) {
   if (ck::chunk_tile(int(p.K), int(p.V)).C == 0)
     return fail(GDN_STATUS_UNSUPPORTED,
                 "K, V: %" PRId64 ", %" PRId64 " have no cuda chunked kernel (supported: 128, 128)", p.K, p.V);
-  if (p.input_dtype != GDN_DTYPE_BF16 && p.input_dtype != GDN_DTYPE_F16)
-    return fail(GDN_STATUS_UNSUPPORTED,
-                "q: dtype %s has no cuda chunked kernel (supported: bf16, f16; f32 inputs take path "
-                "recurrent or auto)", dtype_name(p.input_dtype));
+  if (p.input_dtype != GDN_DTYPE_BF16 && p.input_dtype != GDN_DTYPE_F16 && p.input_dtype != GDN_DTYPE_F32)
+    return fail(GDN_STATUS_UNSUPPORTED, "q: dtype %s has no cuda chunked kernel (supported: bf16, f16, f32)",
+                dtype_name(p.input_dtype));
   if (p.has_snapshots && p.checkpoint_tokens == 0)
     return fail(GDN_STATUS_UNSUPPORTED,
                 "state_snapshots: the cuda chunked path writes no per-token states, only "
@@ -371,6 +372,10 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const DeviceScope scope(p.device_id);
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  if (p.input_dtype == GDN_DTYPE_F32) {
+    const cudaError_t e = ck::launch_chunked_f32(c, stream);
+    return e == cudaSuccess ? GDN_STATUS_SUCCESS : device_error(e, "launching the chunked f32 kernel");
+  }
   const ck::ChunkedLaunchers& launch = launchers(p);
   // Windows that would run one after the other anyway (a graph capture; run_windows also checks
   // for a side stream) while the whole call's chunks fit the same workspace: one pass instead,

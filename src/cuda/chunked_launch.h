@@ -1,6 +1,7 @@
-// Launchers of the chunked prefill kernels, one table per input dtype (chunked_bf16.cu,
-// chunked_f16.cu). Each launches on `stream` and returns the launch's status; none allocates
-// or synchronises. chunked_host.cpp decides which run (the plan) and in what order.
+// Launchers of the chunked prefill kernels, one table per half-precision input dtype
+// (chunked_bf16.cu, chunked_f16.cu), and the f32 inputs' kernel. Each launches on `stream` and
+// returns the launch's status; none allocates or synchronises. chunked_host.cpp decides which
+// run (the plan) and in what order.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,5 +31,8 @@ struct ChunkedLaunchers {
 
 const ChunkedLaunchers& chunked_launchers_bf16();
 const ChunkedLaunchers& chunked_launchers_f16();
+
+// f32 q, k, v (chunked_f32.cu): the fused form alone, 3xTF32 products, no workspace.
+cudaError_t launch_chunked_f32(const ChunkParams& p, cudaStream_t stream);
 
 }  // namespace gdn::cuda::chunked

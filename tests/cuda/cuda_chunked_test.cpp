@@ -5,13 +5,16 @@
 //               head maps and state layouts, packed batches with zero-length sequences, pools
 //               with padding, in place, bf16 states, every gate and beta mode, L2 norm, scale,
 //               strided views, decay regimes, and long sequences;
+//   F32Inputs:  f32 q, k, v (the 3xTF32 fused kernel) against the oracle at SPEC.md's chunked
+//               f32 tolerance, over the same options and shapes;
 //   Recurrent:  against the cuda recurrent kernel on the same inputs;
 //   Forms:      the split form matches the fused kernel (the same steps and roundings; only the
 //               order of some f32 sums differs), its workspace is asked for and required,
 //               packed batches of many sequences;
-//   Auto:       path auto takes the chunked kernel from kAutoMinTokens tokens per sequence;
+//   Auto:       path auto takes the chunked kernel from kAutoMinTokens tokens per sequence
+//               (kAutoMinTokensF32 with f32 inputs);
 //   Device:     invalid indices in device memory (flag raised, the sequence writes nothing),
-//               capture in a CUDA graph, and the configurations the path refuses.
+//               capture in a CUDA graph (f32 inputs too), and the configurations the path refuses.
 // Every test skips without a GPU.
 #include <cuda_runtime_api.h>
 
@@ -207,6 +210,61 @@ TEST_P(Oracle, MatchesOracle) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), case_name);
+
+// ---- f32 inputs (chunked_f32.cu: one fused kernel, its products in 3xTF32; no forms to choose),
+// against SPEC.md's chunked f32 tolerance (1e-4), over the options and odd shapes
+
+const Named kF32Cases[] = {
+    {"t1", "N=2,T=1,Hk=2,Hv=4"},
+    {"t63_raw", "N=2,T=63,Hk=2,Hv=4,gate=raw,beta=logit"},
+    {"t64", "N=2,T=64,Hk=2,Hv=4"},
+    {"t65_l2norm", "N=2,T=65,Hk=2,Hv=4,l2norm=1"},
+    {"t127_decay_rate", "N=1,T=127,Hk=1,Hv=3,gate=decay_rate"},
+    {"t130_ratio3_tiled_kv", "N=2,T=130,Hk=2,Hv=6,map=tiled,layout=kv"},
+    {"t100_pool_pad_inplace", "N=5,T=100,Hk=2,Hv=4,pool=9,pad=2,inplace=1"},
+    {"t90_pool_kv_bf16state", "N=4,T=90,Hk=2,Hv=4,pool=7,pad=1,layout=kv,sdtype=bf16"},
+    {"packed_zero_len", "seqlens=0:70:1:0:129:64,Hk=2,Hv=4"},
+    {"packed_zero_len_pool_inplace_kv_raw",
+     "seqlens=3:0:65:0:200,Hk=2,Hv=6,pool=8,pad=1,inplace=1,cu64=1,layout=kv,gate=raw,l2norm=1"},
+    {"serving", "N=3,T=200,Hk=2,Hv=6,gate=raw,beta=logit,l2norm=1,pool=5,pad=1,inplace=1,sdtype=bf16"},
+    {"strided", "N=2,T=150,Hk=2,Hv=4,strided=1,pool=4,pad=1"},
+    {"scale_negative_l2norm", "N=1,T=130,Hk=1,Hv=2,scale=-0.7,l2norm=1"},
+    {"no_initial", "N=2,T=96,Hk=2,Hv=4,h0=0"},
+    {"no_final", "N=2,T=96,Hk=2,Hv=4,ht=0"},
+    {"decay_none", "N=1,T=300,Hk=1,Hv=2,decay=none"},
+    {"decay_fast", "N=1,T=300,Hk=1,Hv=2,decay=fast"},
+    {"decay_mixed", "N=1,T=300,Hk=1,Hv=3,decay=mixed"},
+    {"long_2048_none_l2norm", "N=1,T=2048,Hk=1,Hv=2,decay=none,l2norm=1"},
+    {"model_heads", "N=2,T=256,Hk=16,Hv=32"},
+    {"ckpt_ratio3", "N=2,T=300,Hk=2,Hv=6,snap=1,ckpt=1"},
+    {"ckpt_pool_packed_inplace", "seqlens=130:0:64:200:5,Hk=2,Hv=4,pool=7,pad=1,inplace=1,snap=pool,ckpt=2,"
+                                 "l2norm=1,gate=raw"},
+};
+
+std::vector<Case> f32_cases() {
+  std::vector<Case> out;
+  for (const Named& n : kF32Cases) {
+    Case c = parse_case(std::string(n.text) + ",K=128,V=128,dtype=f32,path=chunked");
+    c.name = n.name;
+    out.push_back(c);
+  }
+  return out;
+}
+
+class F32Inputs : public ::testing::TestWithParam<Case> {};
+TEST_P(F32Inputs, MatchesOracle) {
+  GDN_SKIP_WITHOUT_GPU();
+  Case c = GetParam();
+  c.seed = fresh_seed();
+  RunOptions opt;
+  opt.backend = GDN_BACKEND_CUDA;
+  const RunResult r = run_case(c, opt);
+  ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << to_string(c) << ": " << r.message;
+  EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << chunked_report(c, r.errors);
+  RecordProperty("rel_err_o", std::to_string(r.errors.o));
+  RecordProperty("rel_err_state", std::to_string(r.errors.final_state));
+}
+INSTANTIATE_TEST_SUITE_P(Chunked, F32Inputs, ::testing::ValuesIn(f32_cases()), case_name);
 
 // ---- one call on device copies of `in` with the given path; outputs downloaded into `in`
 
@@ -889,11 +947,9 @@ TEST(Long, MillionTokenSequence) {
 
 // ---- path auto
 
-TEST(Auto, TakesChunkedFromTheCrossover) {
-  GDN_SKIP_WITHOUT_GPU();
-  const int64_t at = cuda::chunked::kAutoMinTokens;
+void auto_takes_chunked_from(int64_t at, const char* dtype) {
   for (int64_t T : {at - 1, at}) {
-    Case c = parse_case("N=2,Hk=2,Hv=4,K=128,V=128,dtype=bf16");
+    Case c = parse_case(std::string("N=2,Hk=2,Hv=4,K=128,V=128,dtype=") + dtype);
     c.T = T;
     c.seed = fresh_seed();
     const GeneratedInputs pristine = generate(c);
@@ -901,17 +957,23 @@ TEST(Auto, TakesChunkedFromTheCrossover) {
     ASSERT_EQ(run_path(by_auto, GDN_PATH_AUTO), GDN_STATUS_SUCCESS) << gdn_last_error();
     const gdn_path expected = T >= at ? GDN_PATH_CHUNKED : GDN_PATH_RECURRENT;
     ASSERT_EQ(run_path(by_path, expected), GDN_STATUS_SUCCESS) << gdn_last_error();
-    EXPECT_TRUE(same_tensor_bits(by_auto.o, by_path.o)) << "T=" << T;
-    EXPECT_TRUE(same_tensor_bits(*by_auto.final_state_out(), *by_path.final_state_out())) << "T=" << T;
+    EXPECT_TRUE(same_tensor_bits(by_auto.o, by_path.o)) << dtype << ", T=" << T;
+    EXPECT_TRUE(same_tensor_bits(*by_auto.final_state_out(), *by_path.final_state_out())) << dtype << ", T=" << T;
   }
+}
+
+TEST(Auto, TakesChunkedFromTheCrossover) {
+  GDN_SKIP_WITHOUT_GPU();
+  auto_takes_chunked_from(cuda::chunked::kAutoMinTokens, "bf16");
+  auto_takes_chunked_from(cuda::chunked::kAutoMinTokensF32, "f32");
 }
 
 // ---- device-side contract
 
 // A bad state index (out of the pool) or cu_seqlens entry: that sequence writes nothing, the
 // flag is raised, every other sequence writes what a valid call writes.
-void invalid_indices_write_nothing(const char* form) {
-  Case c = parse_case("seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6");
+void invalid_indices_write_nothing(const char* form, const char* dtype = "bf16") {
+  Case c = parse_case(std::string("seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,pool=6,dtype=") + dtype);
   c.seed = fresh_seed();
   const GeneratedInputs pristine = generate(c);
   GeneratedInputs valid = pristine;
@@ -960,8 +1022,8 @@ void invalid_indices_write_nothing(const char* form) {
 
 // A dense batch (the sequence split applies): a state index out of the pool silences its
 // sequence in every pass; the others write what a valid call writes.
-void invalid_state_index_dense(const char* form) {
-  Case c = parse_case("N=3,T=400,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6");
+void invalid_state_index_dense(const char* form, const char* dtype = "bf16") {
+  Case c = parse_case(std::string("N=3,T=400,Hk=2,Hv=4,K=128,V=128,pool=6,dtype=") + dtype);
   c.seed = fresh_seed();
   const GeneratedInputs pristine = generate(c);
   GeneratedInputs valid = pristine, bad = pristine;
@@ -988,6 +1050,7 @@ TEST(Device, InvalidStateIndexDense) {
     const FormScope scope(f);
     invalid_state_index_dense(f.name);
   }
+  invalid_state_index_dense("f32 inputs", "f32");
 }
 
 TEST(Device, InvalidIndicesWriteNothing) {
@@ -996,6 +1059,7 @@ TEST(Device, InvalidIndicesWriteNothing) {
     const FormScope scope(f);
     invalid_indices_write_nothing(f.name);
   }
+  invalid_indices_write_nothing("f32 inputs", "f32");
 }
 
 // Checkpoints into a snapshot pool: an out-of-range snapshot index anywhere in sequence 1 (not
@@ -1045,6 +1109,8 @@ TEST(Device, InvalidCheckpointIndexWritesNothing) {
     invalid_checkpoint_index_writes_nothing(f.name, packed);
     invalid_checkpoint_index_writes_nothing(f.name, dense);
   }
+  invalid_checkpoint_index_writes_nothing("f32 inputs", "seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=f32,pool=6,"
+                                                        "snap=pool,ckpt=1");
 }
 
 // One call captured in a CUDA graph and replayed gives the plain call's bits (windows: the
@@ -1091,13 +1157,14 @@ TEST(Device, GraphCaptureReplays) {
     // checkpoints into a pool: windows captured may run as one pass, beside the index words
     graph_capture_replays(f.name, "N=2,T=300,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,snap=pool,ckpt=1");
   }
+  graph_capture_replays("f32 inputs", "seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=f32,pool=6,pad=1,"
+                                      "inplace=1");
 }
 
 // What the chunked path refuses, by name.
 TEST(Device, RefusesWhatItCannotRun) {
   GDN_SKIP_WITHOUT_GPU();
   const Named refused[] = {
-      {"q: dtype f32", "N=1,T=70,Hk=1,Hv=2,K=128,V=128,dtype=f32,path=chunked"},
       {"K: 64", "N=1,T=70,Hk=1,Hv=2,K=64,V=128,dtype=bf16,path=chunked"},
       {"state_snapshots", "N=1,T=70,Hk=1,Hv=2,K=128,V=128,dtype=bf16,snap=1,path=chunked"},
   };

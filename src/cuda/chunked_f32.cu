@@ -1,0 +1,341 @@
+// The chunked prefill kernel for f32 q, k, v (path chunked with f32 inputs): the fused form, one
+// CTA of 8 warps per (sequence, value head) walking the sequence chunk by chunk, the V x K f32
+// state in registers as m16n8 accumulator tiles (warp w: rows [16 w, +16), every key column:
+// chunked_steps.cuh's load_state / store_state / store_checkpoint layout). Every product that
+// touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi its top 19
+// bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi b_lo +
+// a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products;
+// the inverse, in f32 on CUDA cores (16 x 16 blocks by forward substitution, then merged). So the result is an f32 computation of
+// the chunked form (SPEC.md's chunked f32 tolerance, 1e-4).
+//
+// The maths, SPEC.md letters (ALGORITHMS.md; Kn, Qn the rows after the optional L2 norm, G the
+// in-chunk cumulative log-decay, gamma_t = exp(G_t)):
+//   A   = strictly_lower(diag(beta) (Mask o Kn Kn^T)),   Mask_ij = exp(G_i - G_j) (j <= i)
+//   T   = (I + A)^-1 diag(beta)
+//   Y   = Vc - diag(gamma) Kn S^T                 [C, V]   (S: the chunk's start state, V x K)
+//   D   = T Y                                             (= U - W S^T)
+//   O   = scale (diag(gamma) Qn S^T + (Mask o Qn Kn^T) D)
+//   S'  = gamma_C S + D^T diag(exp(G_C - G)) Kn
+// computed transposed (Y^T, D^T, O^T: [V, C]) so that S, Y and D are the A operands straight
+// from their accumulators: a k-step's A fragment from accumulator tile t takes slot q as column
+// 2q and slot q + 4 as column 2q + 1 of the tile (a permutation of the k order, which the B
+// fragment follows: b0 from row 2q, b1 from row 2q + 1).
+//
+// Shared memory (F32Smem, about 158 KB, one CTA an SM): q, k, v of one chunk (not double
+// buffered: the copies land at each chunk's top), A, X, P. The tile rows are 136 floats apart
+// (8 banks mod 32), so the float2 B-fragment reads (row g, columns 2q, 2q + 1) of a half warp
+// fall in 32 distinct banks; the C x C tiles 72.
+#include "cuda/chunked_launch.h"
+#include "cuda/chunked_steps.cuh"
+
+namespace gdn::cuda::chunked {
+namespace {
+
+inline constexpr int kLdF32Tok = kK + 8;  // [C, 128] f32 tiles
+inline constexpr int kLdF32CC = kC + 8;   // [C, C] f32 tiles
+
+struct F32Smem {
+  float q[kC][kLdF32Tok];  // [C, K] Qn
+  float k[kC][kLdF32Tok];  // [C, K] Kn
+  float v[kC][kLdF32Tok];  // [C, V] Vc, then o's staging (token-major)
+  float a[kC][kLdF32CC];   // [C, C] A (strictly lower)
+  float x[kC][kLdF32CC];   // [C, C] X = (I + A)^-1 (lower; T = X diag(beta) is formed as it is read)
+  float p[kC][kLdF32CC];   // [C, C] P = scale (Mask o Qn Kn^T), zeros above the diagonal
+  float G[kC], beta[kC];   // chunk_gates
+  float gamma[kC];         // exp(G_t)
+  float tail[kC];          // exp(G_C - G_t)
+};
+inline constexpr size_t kF32SmemBytes = sizeof(F32Smem);
+static_assert(kF32SmemBytes <= kChunkedSmemBytes, "the f32 kernel fits the shared memory the chunked path asks for");
+static_assert(kThreads == 256 && kC == 64 && kK == 128 && kV == 128, "written for 8 warps, C = 64, K = V = 128");
+
+// ---- 3xTF32 products
+
+struct Tf32Pair {
+  uint32_t hi, lo;
+};
+__device__ __forceinline__ Tf32Pair split_tf32(float x) {
+  const uint32_t hi = __float_as_uint(x) & 0xffffe000u;  // sign, exponent, 10 mantissa bits
+  return {hi, __float_as_uint(x - __uint_as_float(hi))};  // exact remainder (the mma reads its top 19 bits)
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A k-step's A operand (16 rows x 8 k) from an accumulator tile, as hi and lo parts, in the
+// permuted k order above.
+struct Tf32Frag {
+  uint32_t hi[4], lo[4];
+};
+__device__ __forceinline__ Tf32Frag a_fragment(const float (&acc)[4]) {
+  const float x[4] = {acc[0], acc[2], acc[1], acc[3]};  // (g, 2q), (g + 8, 2q), (g, 2q + 1), (g + 8, 2q + 1)
+  Tf32Frag f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const Tf32Pair s = split_tf32(x[e]);
+    f.hi[e] = s.hi;
+    f.lo[e] = s.lo;
+  }
+  return f;
+}
+
+// d += a b for B's k rows 2q (b0) and 2q + 1 (b1) of column g, in 3xTF32 (the small terms first).
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Frag& a, float b0, float b1) {
+  const Tf32Pair s0 = split_tf32(b0), s1 = split_tf32(b1);
+  mma_tf32(d, a.lo, s0.hi, s1.hi);
+  mma_tf32(d, a.hi, s0.lo, s1.lo);
+  mma_tf32(d, a.hi, s0.hi, s1.hi);
+}
+
+// ---- tiles in and out (f32 rows of 128 elements; 16-byte pieces where the view allows)
+
+__device__ __forceinline__ bool rows_aligned16(const TokenView& view) {
+  return ((reinterpret_cast<uintptr_t>(view.p) | uintptr_t(view.seq * 4) | uintptr_t(view.tok * 4) |
+           uintptr_t(view.head * 4)) & 15u) == 0;
+}
+
+// Token rows [tok0, tok0 + rows) of head `head` into tile (zeros past rows), each scaled by
+// rsqrt(sum x^2 + 1e-6) when `norm`: warp w takes rows w, w + 8, ...; lane l columns [4 l, +4).
+__device__ __forceinline__ void load_rows_f32(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
+                                              bool norm, float (*tile)[kLdF32Tok], int warp, int lane) {
+  const bool vec = rows_aligned16(view);
+  const float* base = static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + 4 * lane;
+#pragma unroll 2
+  for (int r = warp; r < kC; r += kWarps) {
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r < rows) {
+      const float* src = base + r * view.tok;
+      x = vec ? __ldg(reinterpret_cast<const float4*>(src))
+              : make_float4(__ldg(src), __ldg(src + 1), __ldg(src + 2), __ldg(src + 3));
+    }
+    if (norm) {  // (warp-uniform)
+      float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+      const float rn = rsqrtf(ss + 1e-6f);
+      x = make_float4(x.x * rn, x.y * rn, x.z * rn, x.w * rn);
+    }
+    *reinterpret_cast<float4*>(&tile[r][4 * lane]) = x;
+  }
+}
+
+// o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major).
+__device__ __forceinline__ void store_rows_f32(const ChunkParams& p, const float (*tile)[kLdF32Tok], int64_t n,
+                                               int64_t tok0, int rows, int h, int warp, int lane) {
+  const bool vec = rows_aligned16(p.o);
+  float* base = static_cast<float*>(p.o.p) + n * p.o.seq + tok0 * p.o.tok + h * p.o.head + 4 * lane;
+  for (int r = warp; r < rows; r += kWarps) {
+    const float4 x = *reinterpret_cast<const float4*>(&tile[r][4 * lane]);
+    float* dst = base + r * p.o.tok;
+    if (vec) {
+      *reinterpret_cast<float4*>(dst) = x;
+    } else {
+      dst[0] = x.x, dst[1] = x.y, dst[2] = x.z, dst[3] = x.w;
+    }
+  }
+}
+
+// ---- the chunk's state-independent steps
+
+// A and P on tensor cores (3xTF32): warp w forms rows [16 (w % 4), +16) x columns
+// [32 (w / 4), +32) of Kn Kn^T and Qn Kn^T (the A fragments from the tiles' rows in the
+// permuted k order), then their masks; zeros above the diagonal (two warps' blocks are wholly
+// there).
+__device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& s, int warp, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  const int r0 = 16 * (warp & 3), c0 = 32 * (warp >> 2);
+  float kk[4][4] = {}, qk[4][4] = {};
+  if (c0 <= r0 + 15) {  // (warp-uniform)
+#pragma unroll 4
+    for (int kt = 0; kt < kK / 8; ++kt) {
+      const int col = 8 * kt + 2 * q;
+      const float2 k0 = *reinterpret_cast<const float2*>(&s.k[r0 + g][col]);
+      const float2 k8 = *reinterpret_cast<const float2*>(&s.k[r0 + g + 8][col]);
+      const float2 q0 = *reinterpret_cast<const float2*>(&s.q[r0 + g][col]);
+      const float2 q8 = *reinterpret_cast<const float2*>(&s.q[r0 + g + 8][col]);
+      const Tf32Frag ak = a_fragment({k0.x, k0.y, k8.x, k8.y}), aq = a_fragment({q0.x, q0.y, q8.x, q8.y});
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const float2 kb = *reinterpret_cast<const float2*>(&s.k[c0 + 8 * nt + g][col]);
+        mma_3xtf32(kk[nt], ak, kb.x, kb.y);
+        mma_3xtf32(qk[nt], aq, kb.x, kb.y);
+      }
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = r0 + g + 8 * (e >> 1), j = c0 + 8 * nt + 2 * q + (e & 1);
+      const float mask = j <= i ? expf(s.G[i] - s.G[j]) : 0.f;  // exp(G_i - G_j) <= 1, never a quotient
+      s.a[i][j] = j < i ? s.beta[i] * mask * kk[nt][e] : 0.f;
+      s.p[i][j] = p.scale * mask * qk[nt][e];
+    }
+}
+
+// X = (I + A)^-1 in 16 x 16 blocks. First the four diagonal blocks X_bb = (I + A_bb)^-1 at once
+// by forward substitution, a column a group of four lanes (warps 2b, 2b + 1: block b; column c,
+// lane r summing the terms m = r mod 4): X_ic = -sum_{c <= m < i} A_im X_mc, lane i % 4 storing
+// X_ic, so every X_mc a lane reads is one it stored itself; zeros above the diagonal. Then block
+// row by block row, X_ib = -X_ii Z_ib with Z_ib = sum_{b <= m < i} A_im X_mb, one element a
+// thread, Z kept in A's unused block above the diagonal at (b, i).
+__device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int tid, int warp) {
+  {
+    const int b = warp >> 1, c = 16 * b + 8 * (warp & 1) + ((tid & 31) >> 2), r = tid & 3;
+    for (int i = 16 * b + r; i <= c; i += 4) s.x[i][c] = i == c ? 1.f : 0.f;
+    for (int i = 16 * b + 1; i < 16 * b + 16; ++i) {  // (warp-uniform bounds: the shuffles see every lane)
+      float part = 0.f;
+      if (i > c)
+        for (int m = c + ((r - c) & 3); m < i; m += 4) part += s.a[i][m] * s.x[m][c];
+      part += __shfl_xor_sync(0xffffffffu, part, 1);
+      part += __shfl_xor_sync(0xffffffffu, part, 2);
+      if (i > c && (i & 3) == r) s.x[i][c] = -part;
+    }
+  }
+  const int r = tid >> 4, c = tid & 15;
+  for (int i = 1; i < 4; ++i) {
+    __syncthreads();  // the blocks of X this block row reads
+    for (int b = 0; b < i; ++b) {
+      float z = 0.f;
+      for (int m = 16 * b; m < 16 * i; ++m) z += s.a[16 * i + r][m] * s.x[m][16 * b + c];
+      s.a[16 * b + r][16 * i + c] = z;
+    }
+    __syncthreads();
+    for (int b = 0; b < i; ++b) {
+      float x = 0.f;
+#pragma unroll 4
+      for (int k = 0; k < 16; ++k) x += s.x[16 * i + r][16 * i + k] * s.a[16 * b + k][16 * i + c];
+      s.x[16 * i + r][16 * b + c] = -x;
+    }
+  }
+}
+
+// ---- the kernel
+
+__global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const __grid_constant__ ChunkParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  F32Smem& s = *reinterpret_cast<F32Smem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t n = longest_first(p, blockIdx.x / p.Hv);
+  const int h = int(blockIdx.x % p.Hv);
+  const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
+
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
+  if (!checkpoint_indices_valid(p, n, sq)) return;
+  if (sq.slot < 0) {  // padding: outputs zero, no state read or written
+    for (int64_t r = warp; r < sq.len; r += kWarps) {
+      float* o = static_cast<float*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
+      for (int e = lane; e < kV; e += 32) o[e] = 0.f;
+    }
+    return;
+  }
+
+  float S[16][4];  // the state's rows [16 warp, +16), all K columns
+  load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+  const HeadGate hg = head_gate(p, h);
+  const int64_t chunks = (sq.len + kC - 1) / kC;
+  int64_t next_checkpoint = p.ckpt_tokens > 0 ? first_checkpoint_chunk(p, 0) : -1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t tok0 = sq.bos + c * kC;
+    const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
+    __syncthreads();  // chunk c - 1 is done with every tile
+    load_rows_f32(p.q, n, tok0, rows, j, p.l2norm != 0, s.q, warp, lane);
+    load_rows_f32(p.k, n, tok0, rows, j, p.l2norm != 0, s.k, warp, lane);
+    load_rows_f32(p.v, n, tok0, rows, h, false, s.v, warp, lane);
+    if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+    __syncthreads();
+    if (tid < kC) {
+      s.gamma[tid] = expf(s.G[tid]);
+      s.tail[tid] = expf(s.G[kC - 1] - s.G[tid]);  // padding rows: g = 0, so G_C is the last live token's
+    }
+    key_products_f32(p, s, warp, lane);
+    __syncthreads();
+    invert_unit_lower_f32(s, tid, warp);
+
+    // Y^T = S Kn^T and O^T = S Qn^T (one pass over S's key columns)
+    float Y[8][4] = {}, O[8][4] = {};
+#pragma unroll
+    for (int kt = 0; kt < 16; ++kt) {
+      const Tf32Frag a = a_fragment(S[kt]);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 kb = *reinterpret_cast<const float2*>(&s.k[8 * nt + g][8 * kt + 2 * q]);
+        const float2 qb = *reinterpret_cast<const float2*>(&s.q[8 * nt + g][8 * kt + 2 * q]);
+        mma_3xtf32(Y[nt], a, kb.x, kb.y);
+        mma_3xtf32(O[nt], a, qb.x, qb.y);
+      }
+    }
+    __syncthreads();  // gamma, X (and the gates) are everyone's
+    // Y^T = Vc^T - S Kn^T diag(gamma); O^T's first term scaled
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = 8 * nt + 2 * q + (e & 1), v = 16 * warp + g + 8 * (e >> 1);
+        Y[nt][e] = s.v[t][v] - s.gamma[t] * Y[nt][e];
+        O[nt][e] *= p.scale * s.gamma[t];
+      }
+    // D^T = Y^T T^T, T_ij = X_ij beta_j (zero above the diagonal: tiles nt >= kt only)
+    float D[8][4] = {};
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const Tf32Frag a = a_fragment(Y[kt]);
+      const float b0 = s.beta[8 * kt + 2 * q], b1 = s.beta[8 * kt + 2 * q + 1];
+#pragma unroll
+      for (int nt = kt; nt < 8; ++nt) {
+        const float2 xb = *reinterpret_cast<const float2*>(&s.x[8 * nt + g][8 * kt + 2 * q]);
+        mma_3xtf32(D[nt], a, xb.x * b0, xb.y * b1);
+      }
+    }
+    // O^T += D^T P^T, and the next state: S = gamma_C S + D^T diag(exp(G_C - G)) Kn
+    const float gamma_c = s.gamma[kC - 1];
+#pragma unroll
+    for (int t = 0; t < 16; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) S[t][e] *= gamma_c;
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const Tf32Frag a = a_fragment(D[kt]);
+#pragma unroll
+      for (int nt = kt; nt < 8; ++nt) {
+        const float2 pb = *reinterpret_cast<const float2*>(&s.p[8 * nt + g][8 * kt + 2 * q]);
+        mma_3xtf32(O[nt], a, pb.x, pb.y);
+      }
+      const int t0 = 8 * kt + 2 * q;
+      const float e0 = s.tail[t0], e1 = s.tail[t0 + 1];
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt) mma_3xtf32(S[nt], a, e0 * s.k[t0][8 * nt + g], e1 * s.k[t0 + 1][8 * nt + g]);
+    }
+    // o: O^T into Vc's tile as [C tokens, V] (this warp's columns, which only it read above)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s.v[8 * nt + 2 * q + (e & 1)][16 * warp + g + 8 * (e >> 1)] = O[nt][e];
+    __syncthreads();
+    store_rows_f32(p, s.v, n, tok0, rows, h, warp, lane);
+    if (c == next_checkpoint) {  // S is the state after chunk c
+      store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q, checkpoint_slot(p, n, sq, c));
+      next_checkpoint += checkpoint_every_chunks(p);
+    }
+  }
+  if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+}
+
+}  // namespace
+
+cudaError_t launch_chunked_f32(const ChunkParams& p, cudaStream_t stream) {
+  cudaError_t e = cudaFuncSetAttribute(chunked_prefill_f32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(kF32SmemBytes));
+  if (e != cudaSuccess) return e;
+  chunked_prefill_f32_kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kF32SmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace gdn::cuda::chunked
