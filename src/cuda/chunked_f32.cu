@@ -22,7 +22,8 @@
 // fragment follows: b0 from row 2q, b1 from row 2q + 1).
 //
 // Shared memory (F32Smem, about 158 KB, one CTA an SM): q, k, v of one chunk (not double
-// buffered: the copies land at each chunk's top), A, X, P. The tile rows are 136 floats apart
+// buffered: the copies, all in flight at once, land at each chunk's top, from the L2 where the
+// chunk before prefetched them), A, X, P. The tile rows are 136 floats apart
 // (8 banks mod 32), so the float2 B-fragment reads (row g, columns 2q, 2q + 1) of a half warp
 // fall in 32 distinct banks; the C x C tiles 72.
 #include "cuda/chunked_launch.h"
@@ -99,28 +100,45 @@ __device__ __forceinline__ bool rows_aligned16(const TokenView& view) {
            uintptr_t(view.head * 4)) & 15u) == 0;
 }
 
-// Token rows [tok0, tok0 + rows) of head `head` into tile (zeros past rows), each scaled by
-// rsqrt(sum x^2 + 1e-6) when `norm`: warp w takes rows w, w + 8, ...; lane l columns [4 l, +4).
+// Token rows [tok0, tok0 + rows) of head `head` into tile (zeros past rows): warp w takes rows
+// w, w + 8, ...; lane l columns [4 l, +4). By cp.async where the view's rows are 16-byte aligned
+// (all of a chunk's copies in flight at once: the caller commits and waits), else by loads.
 __device__ __forceinline__ void load_rows_f32(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
-                                              bool norm, float (*tile)[kLdF32Tok], int warp, int lane) {
+                                              float (*tile)[kLdF32Tok], int warp, int lane) {
   const bool vec = rows_aligned16(view);
   const float* base = static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + 4 * lane;
+#pragma unroll
+  for (int r = warp; r < kC; r += kWarps) {
+    const bool live = r < rows;
+    const float* src = base + (live ? r : 0) * view.tok;
+    if (vec) {
+      cp_async16(&tile[r][4 * lane], src, live ? 16 : 0);
+    } else {
+      *reinterpret_cast<float4*>(&tile[r][4 * lane]) =
+          live ? make_float4(__ldg(src), __ldg(src + 1), __ldg(src + 2), __ldg(src + 3)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+
+// The rows of the next chunk into the L2 (one prefetch a 128-byte line), while this one runs.
+__device__ __forceinline__ void prefetch_rows_f32(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
+                                                  int tid) {
+  const char* base = reinterpret_cast<const char*>(
+      static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head);
+  for (int e = tid; e < rows * 4; e += kThreads)  // four lines a row of 128 floats
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(base + int64_t(e >> 2) * view.tok * 4 + (e & 3) * 128));
+}
+
+// Rows scaled by rsqrt(sum x^2 + 1e-6) in place (the L2 norm): warp w rows w, w + 8, ...
+__device__ __forceinline__ void normalise_rows_f32(float (*tile)[kLdF32Tok], int warp, int lane) {
 #pragma unroll 2
   for (int r = warp; r < kC; r += kWarps) {
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r < rows) {
-      const float* src = base + r * view.tok;
-      x = vec ? __ldg(reinterpret_cast<const float4*>(src))
-              : make_float4(__ldg(src), __ldg(src + 1), __ldg(src + 2), __ldg(src + 3));
-    }
-    if (norm) {  // (warp-uniform)
-      float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+    float4 x = *reinterpret_cast<const float4*>(&tile[r][4 * lane]);
+    float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-      const float rn = rsqrtf(ss + 1e-6f);
-      x = make_float4(x.x * rn, x.y * rn, x.z * rn, x.w * rn);
-    }
-    *reinterpret_cast<float4*>(&tile[r][4 * lane]) = x;
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float rn = rsqrtf(ss + 1e-6f);
+    *reinterpret_cast<float4*>(&tile[r][4 * lane]) = make_float4(x.x * rn, x.y * rn, x.z * rn, x.w * rn);
   }
 }
 
@@ -246,10 +264,22 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
     const int64_t tok0 = sq.bos + c * kC;
     const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
     __syncthreads();  // chunk c - 1 is done with every tile
-    load_rows_f32(p.q, n, tok0, rows, j, p.l2norm != 0, s.q, warp, lane);
-    load_rows_f32(p.k, n, tok0, rows, j, p.l2norm != 0, s.k, warp, lane);
-    load_rows_f32(p.v, n, tok0, rows, h, false, s.v, warp, lane);
+    load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
+    load_rows_f32(p.k, n, tok0, rows, j, s.k, warp, lane);
+    load_rows_f32(p.v, n, tok0, rows, h, s.v, warp, lane);
+    cp_async_commit();
     if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+    if (c + 1 < chunks) {  // the next chunk's rows on their way to the L2 while this one runs
+      const int next_rows = int(sq.len - (c + 1) * kC < kC ? sq.len - (c + 1) * kC : kC);
+      prefetch_rows_f32(p.q, n, tok0 + kC, next_rows, j, tid);
+      prefetch_rows_f32(p.k, n, tok0 + kC, next_rows, j, tid);
+      prefetch_rows_f32(p.v, n, tok0 + kC, next_rows, h, tid);
+    }
+    cp_async_wait<0>();
+    if (p.l2norm) {  // (each warp normalises the rows it copied)
+      normalise_rows_f32(s.q, warp, lane);
+      normalise_rows_f32(s.k, warp, lane);
+    }
     __syncthreads();
     if (tid < kC) {
       s.gamma[tid] = expf(s.G[tid]);
