@@ -149,8 +149,8 @@ static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok,
 // (between 8 and 16 tokens) does not move with the batch.
 inline constexpr int64_t kAutoMinTokens = 16;
 // f32 inputs (chunked_f32.cu, 3xTF32; bench_prefill.py --inputs f32 --crossover, H200, N = 32,
-// Hv = 32): recurrent 0.364 / 0.539 / 0.715 / 1.421 ms against chunked 0.407 / 0.440 / 0.495 /
-// 0.893 ms at T = 32 / 48 / 64 / 128 (bench/results/2026-12-04-session54/).
+// Hv = 32): recurrent 0.364 / 0.539 / 0.714 / 1.416 ms against chunked 0.384 / 0.401 / 0.432 /
+// 0.827 ms at T = 32 / 48 / 64 / 128 (bench/results/2026-12-04-session54/trials.json).
 inline constexpr int64_t kAutoMinTokensF32 = 48;
 constexpr bool auto_prefers_chunked(int64_t tokens_per_sequence, bool f32_inputs = false) {
   return tokens_per_sequence >= (f32_inputs ? kAutoMinTokensF32 : kAutoMinTokens);
