@@ -72,7 +72,8 @@
 #              chain kernel) in PROFILE_CASE (default prefill-1x4096), PROFILE_FORM (default
 #              the library's choice): the details page, per-SASS-instruction samples, and
 #              those samples by stretch between barriers and by role (scripts/ncu_regions.py);
-#              PROFILE_LIB the build (default lib).
+#              PROFILE_LIB the build (default lib), PROFILE_ARGS more bench_prefill.py options
+#              (e.g. --inputs f32).
 # Binaries are built here and carried (the machine has no GoogleTest, CLI11 or network):
 #   bash scripts/device_pass.sh --pack          # copies build/bin and build/lib to .devbuild/
 #   bash scripts/device_pass.sh --pack --slim   # only gdn and cuda_chunked_test (about 13 MB: room
@@ -355,7 +356,7 @@ if has profile; then
   LD_LIBRARY_PATH=$PWD/$PL:/usr/local/cuda/lib64 GDN_CHUNKED_FORM=${PROFILE_FORM:-} timeout 200 "$NCU" --clock-control none \
     -k "regex:${NCU_KERNEL:-chunk_chain_kernel}" --launch-skip 1 --launch-count 1 --set full --import-source no -f -o /tmp/prof \
     python3 bench/bench_prefill.py --lib "$PWD/$PL/libgdn.so" --out /tmp/ncu-bench \
-    --cases "${PROFILE_CASE:-prefill-1x4096}" --no-peer --rep 5 > "$P/ncu.log" 2>&1
+    --cases "${PROFILE_CASE:-prefill-1x4096}" --no-peer --rep 5 ${PROFILE_ARGS:-} > "$P/ncu.log" 2>&1
   note "== profile: rc=$? ($(elapsed))"
   "$NCU" --import /tmp/prof.ncu-rep --page details > "$P/details.txt" 2>> "$P/ncu.log"
   "$NCU" --import /tmp/prof.ncu-rep --page source --csv --print-source sass > "$P/source.csv" 2>> "$P/ncu.log"
