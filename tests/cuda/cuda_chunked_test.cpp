@@ -179,15 +179,19 @@ const Named kOracleCases[] = {
     {"ckpt_kv_bf16state_tiled", "N=1,T=256,Hk=1,Hv=2,dtype=bf16,layout=kv,sdtype=bf16,snap=1,ckpt=2,map=tiled"},
 };
 
-std::vector<Case> oracle_cases() {
+// Each named case with `more` appended (the kernels' head dims, path chunked, ...).
+template <size_t kCount>
+std::vector<Case> named_cases(const Named (&named)[kCount], const std::string& more) {
   std::vector<Case> out;
-  for (const Named& n : kOracleCases) {
-    Case c = parse_case(std::string(n.text) + ",K=128,V=128,path=chunked");
+  for (const Named& n : named) {
+    Case c = parse_case(std::string(n.text) + more);
     c.name = n.name;
     out.push_back(c);
   }
   return out;
 }
+
+std::vector<Case> oracle_cases() { return named_cases(kOracleCases, ",K=128,V=128,path=chunked"); }
 
 class Oracle : public ::testing::TestWithParam<Case> {};
 TEST_P(Oracle, MatchesOracle) {
@@ -241,15 +245,7 @@ const Named kF32Cases[] = {
                                  "l2norm=1,gate=raw"},
 };
 
-std::vector<Case> f32_cases() {
-  std::vector<Case> out;
-  for (const Named& n : kF32Cases) {
-    Case c = parse_case(std::string(n.text) + ",K=128,V=128,dtype=f32,path=chunked");
-    c.name = n.name;
-    out.push_back(c);
-  }
-  return out;
-}
+std::vector<Case> f32_cases() { return named_cases(kF32Cases, ",K=128,V=128,dtype=f32,path=chunked"); }
 
 class F32Inputs : public ::testing::TestWithParam<Case> {};
 TEST_P(F32Inputs, MatchesOracle) {
