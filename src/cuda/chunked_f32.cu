@@ -4,9 +4,12 @@
 // chunked_steps.cuh's load_state / store_state / store_checkpoint layout). Every product that
 // touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi its top 19
 // bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi b_lo +
-// a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products;
-// the inverse, in f32 on CUDA cores (16 x 16 blocks by forward substitution, then merged). So the result is an f32 computation of
-// the chunked form (SPEC.md's chunked f32 tolerance, 1e-4).
+// a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products; the inverse
+// runs in f32 on CUDA cores (16 x 16 blocks by forward substitution, then merged). So the
+// result is an f32 computation of the chunked form (SPEC.md's chunked f32 tolerance, 1e-4;
+// measured on the H200: o about 1e-6, the state 5e-7 to 2.5e-6). No split form: a few long
+// sequences leave most SMs idle (docs/NOTES.md, fifty-fourth session, has its figures against
+// the peer's tf32 path and a profile).
 //
 // The maths, SPEC.md letters (ALGORITHMS.md; Kn, Qn the rows after the optional L2 norm, G the
 // in-chunk cumulative log-decay, gamma_t = exp(G_t)):
@@ -23,9 +26,9 @@
 //
 // Shared memory (F32Smem, about 158 KB, one CTA an SM): q, k, v of one chunk (not double
 // buffered: the copies, all in flight at once, land at each chunk's top, from the L2 where the
-// chunk before prefetched them), A, X, P. The tile rows are 136 floats apart
-// (8 banks mod 32), so the float2 B-fragment reads (row g, columns 2q, 2q + 1) of a half warp
-// fall in 32 distinct banks; the C x C tiles 72.
+// chunk before prefetched them), A, X, P. The tile rows are 136 floats apart (8 banks mod 32),
+// so the float2 B-fragment reads (row g, columns 2q, 2q + 1) of a half warp fall in 32 distinct
+// banks; the C x C tiles' rows 72.
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_steps.cuh"
 
