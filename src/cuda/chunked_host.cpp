@@ -14,7 +14,6 @@
 #include <cstring>
 
 #include "core/config_table.h"
-#include "core/dtype.h"
 #include "core/error.h"
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_params.h"
@@ -320,9 +319,6 @@ gdn_status cuda_chunked_can_implement(const Problem& p) {
   if (ck::chunk_tile(int(p.K), int(p.V)).C == 0)
     return fail(GDN_STATUS_UNSUPPORTED,
                 "K, V: %" PRId64 ", %" PRId64 " have no cuda chunked kernel (supported: 128, 128)", p.K, p.V);
-  if (p.input_dtype != GDN_DTYPE_BF16 && p.input_dtype != GDN_DTYPE_F16 && p.input_dtype != GDN_DTYPE_F32)
-    return fail(GDN_STATUS_UNSUPPORTED, "q: dtype %s has no cuda chunked kernel (supported: bf16, f16, f32)",
-                dtype_name(p.input_dtype));
   if (p.has_snapshots && p.checkpoint_tokens == 0)
     return fail(GDN_STATUS_UNSUPPORTED,
                 "state_snapshots: the cuda chunked path writes no per-token states, only "

@@ -1285,8 +1285,7 @@ __global__ void __launch_bounds__(kCombineThreads) segment_combine_kernel(const 
         *reinterpret_cast<float4*>(&s.partial[part - 1][r0 + i][c0]) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // this thread's reads of A[m % 2] ->
-                                                                     // the bulk copy that refills it
+    fence_shared_for_wgmma();  // this thread's reads of A[m % 2] -> the bulk copy that refills it
 #endif
     __syncthreads();  // every part's sum is formed (so S^T and A[m % 2] are read)
     if (part == 0) {
