@@ -24,33 +24,17 @@
 // 2q and slot q + 4 as column 2q + 1 of the tile (a permutation of the k order, which the B
 // fragment follows: b0 from row 2q, b1 from row 2q + 1).
 //
-// Shared memory (F32Smem, about 158 KB, one CTA an SM): q, k, v of one chunk (not double
-// buffered: the copies, all in flight at once, land at each chunk's top, from the L2 where the
-// chunk before prefetched them), A, X, P. The tile rows are 136 floats apart (8 banks mod 32),
-// so the float2 B-fragment reads (row g, columns 2q, 2q + 1) of a half warp fall in 32 distinct
-// banks; the C x C tiles' rows 72.
+// Shared memory: F32Smem (chunked_tile.h), about 225 KB, one CTA an SM: q, k, v of one chunk
+// (not double buffered: the copies, all in flight at once, land at each chunk's top, from the
+// L2 where the chunk before prefetched them), q and k as tf32 high parts and remainders (split
+// once, after they land), A, X, P.
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_steps.cuh"
 
 namespace gdn::cuda::chunked {
 namespace {
 
-inline constexpr int kLdF32Tok = kK + 8;  // [C, 128] f32 tiles
-inline constexpr int kLdF32CC = kC + 8;   // [C, C] f32 tiles
-
-struct F32Smem {
-  float q[kC][kLdF32Tok];  // [C, K] Qn
-  float k[kC][kLdF32Tok];  // [C, K] Kn
-  float v[kC][kLdF32Tok];  // [C, V] Vc, then o's staging (token-major)
-  float a[kC][kLdF32CC];   // [C, C] A (strictly lower)
-  float x[kC][kLdF32CC];   // [C, C] X = (I + A)^-1 (lower; T = X diag(beta) is formed as it is read)
-  float p[kC][kLdF32CC];   // [C, C] P = scale (Mask o Qn Kn^T), zeros above the diagonal
-  float G[kC], beta[kC];   // chunk_gates
-  float gamma[kC];         // exp(G_t)
-  float tail[kC];          // exp(G_C - G_t)
-};
 inline constexpr size_t kF32SmemBytes = sizeof(F32Smem);
-static_assert(kF32SmemBytes <= kChunkedSmemBytes, "the f32 kernel fits the shared memory the chunked path asks for");
 static_assert(kThreads == 256 && kC == 64 && kK == 128 && kV == 128, "written for 8 warps, C = 64, K = V = 128");
 
 // ---- 3xTF32 products
@@ -96,6 +80,40 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Frag& a, flo
   mma_tf32(d, a.hi, s0.hi, s1.hi);
 }
 
+// B's k rows 2q and 2q + 1 of column g, as hi and lo parts (split once a chunk, in shared memory).
+struct Tf32B {
+  uint32_t hi0, hi1, lo0, lo1;
+};
+// From a tile whose k index is its column: row `row`, columns col, col + 1 (one float2 each).
+__device__ __forceinline__ Tf32B b_from_row(const float (*hi)[kLdF32Tok], const float (*lo)[kLdF32Tok], int row,
+                                            int col) {
+  const float2 h = *reinterpret_cast<const float2*>(&hi[row][col]);
+  const float2 l = *reinterpret_cast<const float2*>(&lo[row][col]);
+  return {__float_as_uint(h.x), __float_as_uint(h.y), __float_as_uint(l.x), __float_as_uint(l.y)};
+}
+// From a tile whose k index is its row: rows k0, k0 + 1 of column `col`.
+__device__ __forceinline__ Tf32B b_from_column(const float (*hi)[kLdF32Tok], const float (*lo)[kLdF32Tok], int k0,
+                                               int col) {
+  return {__float_as_uint(hi[k0][col]), __float_as_uint(hi[k0 + 1][col]), __float_as_uint(lo[k0][col]),
+          __float_as_uint(lo[k0 + 1][col])};
+}
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Frag& a, const Tf32B& b) {
+  mma_tf32(d, a.lo, b.hi0, b.hi1);
+  mma_tf32(d, a.hi, b.lo0, b.lo1);
+  mma_tf32(d, a.hi, b.hi0, b.hi1);
+}
+// A k-step's A operand (rows r0 + g, r0 + g + 8; columns col, col + 1) from split tiles, in the
+// permuted k order of a_fragment.
+__device__ __forceinline__ Tf32Frag a_from_rows(const float (*hi)[kLdF32Tok], const float (*lo)[kLdF32Tok], int r0,
+                                                int g, int col) {
+  const float2 h0 = *reinterpret_cast<const float2*>(&hi[r0 + g][col]);
+  const float2 h8 = *reinterpret_cast<const float2*>(&hi[r0 + g + 8][col]);
+  const float2 l0 = *reinterpret_cast<const float2*>(&lo[r0 + g][col]);
+  const float2 l8 = *reinterpret_cast<const float2*>(&lo[r0 + g + 8][col]);
+  return {{__float_as_uint(h0.x), __float_as_uint(h8.x), __float_as_uint(h0.y), __float_as_uint(h8.y)},
+          {__float_as_uint(l0.x), __float_as_uint(l8.x), __float_as_uint(l0.y), __float_as_uint(l8.y)}};
+}
+
 // ---- tiles in and out (f32 rows of 128 elements; 16-byte pieces where the view allows)
 
 __device__ __forceinline__ bool rows_aligned16(const TokenView& view) {
@@ -132,16 +150,26 @@ __device__ __forceinline__ void prefetch_rows_f32(const TokenView& view, int64_t
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(base + int64_t(e >> 2) * view.tok * 4 + (e & 3) * 128));
 }
 
-// Rows scaled by rsqrt(sum x^2 + 1e-6) in place (the L2 norm): warp w rows w, w + 8, ...
-__device__ __forceinline__ void normalise_rows_f32(float (*tile)[kLdF32Tok], int warp, int lane) {
+// Rows (optionally scaled by rsqrt(sum x^2 + 1e-6) first: the L2 norm) split in place into
+// their tf32 high parts and, in `lo`, the remainders: warp w rows w, w + 8, ..., lane l columns
+// [4 l, +4) (the pieces this thread copied).
+__device__ __forceinline__ void split_rows_f32(float (*tile)[kLdF32Tok], float (*lo)[kLdF32Tok], bool normalise,
+                                               int warp, int lane) {
 #pragma unroll 2
   for (int r = warp; r < kC; r += kWarps) {
     float4 x = *reinterpret_cast<const float4*>(&tile[r][4 * lane]);
-    float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+    if (normalise) {
+      float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    const float rn = rsqrtf(ss + 1e-6f);
-    *reinterpret_cast<float4*>(&tile[r][4 * lane]) = make_float4(x.x * rn, x.y * rn, x.z * rn, x.w * rn);
+      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+      const float rn = rsqrtf(ss + 1e-6f);
+      x = make_float4(x.x * rn, x.y * rn, x.z * rn, x.w * rn);
+    }
+    const Tf32Pair sx = split_tf32(x.x), sy = split_tf32(x.y), sz = split_tf32(x.z), sw = split_tf32(x.w);
+    *reinterpret_cast<float4*>(&tile[r][4 * lane]) =
+        make_float4(__uint_as_float(sx.hi), __uint_as_float(sy.hi), __uint_as_float(sz.hi), __uint_as_float(sw.hi));
+    *reinterpret_cast<float4*>(&lo[r][4 * lane]) =
+        make_float4(__uint_as_float(sx.lo), __uint_as_float(sy.lo), __uint_as_float(sz.lo), __uint_as_float(sw.lo));
   }
 }
 
@@ -164,8 +192,8 @@ __device__ __forceinline__ void store_rows_f32(const ChunkParams& p, const float
 // ---- the chunk's state-independent steps
 
 // A and P on tensor cores (3xTF32): warp w forms rows [16 (w % 4), +16) x columns
-// [32 (w / 4), +32) of Kn Kn^T and Qn Kn^T (the A fragments from the tiles' rows in the
-// permuted k order), then their masks; zeros above the diagonal (two warps' blocks are wholly
+// [32 (w / 4), +32) of Kn Kn^T and Qn Kn^T (both operands from the split tiles, the A
+// fragments in the permuted k order), then their masks; zeros above the diagonal (two warps' blocks are wholly
 // there).
 __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& s, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
@@ -175,16 +203,12 @@ __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& 
 #pragma unroll 4
     for (int kt = 0; kt < kK / 8; ++kt) {
       const int col = 8 * kt + 2 * q;
-      const float2 k0 = *reinterpret_cast<const float2*>(&s.k[r0 + g][col]);
-      const float2 k8 = *reinterpret_cast<const float2*>(&s.k[r0 + g + 8][col]);
-      const float2 q0 = *reinterpret_cast<const float2*>(&s.q[r0 + g][col]);
-      const float2 q8 = *reinterpret_cast<const float2*>(&s.q[r0 + g + 8][col]);
-      const Tf32Frag ak = a_fragment({k0.x, k0.y, k8.x, k8.y}), aq = a_fragment({q0.x, q0.y, q8.x, q8.y});
+      const Tf32Frag ak = a_from_rows(s.k, s.k_lo, r0, g, col), aq = a_from_rows(s.q, s.q_lo, r0, g, col);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        const float2 kb = *reinterpret_cast<const float2*>(&s.k[c0 + 8 * nt + g][col]);
-        mma_3xtf32(kk[nt], ak, kb.x, kb.y);
-        mma_3xtf32(qk[nt], aq, kb.x, kb.y);
+        const Tf32B kb = b_from_row(s.k, s.k_lo, c0 + 8 * nt + g, col);
+        mma_3xtf32(kk[nt], ak, kb);
+        mma_3xtf32(qk[nt], aq, kb);
       }
     }
   }
@@ -279,10 +303,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       prefetch_rows_f32(p.v, n, tok0 + kC, next_rows, h, tid);
     }
     cp_async_wait<0>();
-    if (p.l2norm) {  // (each warp normalises the rows it copied)
-      normalise_rows_f32(s.q, warp, lane);
-      normalise_rows_f32(s.k, warp, lane);
-    }
+    // (each thread normalises and splits the pieces it copied)
+    split_rows_f32(s.q, s.q_lo, p.l2norm, warp, lane);
+    split_rows_f32(s.k, s.k_lo, p.l2norm, warp, lane);
     __syncthreads();
     if (tid < kC) {
       s.gamma[tid] = expf(s.G[tid]);
@@ -299,10 +322,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       const Tf32Frag a = a_fragment(S[kt]);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        const float2 kb = *reinterpret_cast<const float2*>(&s.k[8 * nt + g][8 * kt + 2 * q]);
-        const float2 qb = *reinterpret_cast<const float2*>(&s.q[8 * nt + g][8 * kt + 2 * q]);
-        mma_3xtf32(Y[nt], a, kb.x, kb.y);
-        mma_3xtf32(O[nt], a, qb.x, qb.y);
+        mma_3xtf32(Y[nt], a, b_from_row(s.k, s.k_lo, 8 * nt + g, 8 * kt + 2 * q));
+        mma_3xtf32(O[nt], a, b_from_row(s.q, s.q_lo, 8 * nt + g, 8 * kt + 2 * q));
       }
     }
     __syncthreads();  // gamma, X (and the gates) are everyone's
@@ -327,7 +348,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
         mma_3xtf32(D[nt], a, xb.x * b0, xb.y * b1);
       }
     }
-    // O^T += D^T P^T, and the next state: S = gamma_C S + D^T diag(exp(G_C - G)) Kn
+    // O^T += D^T P^T, and the next state: S = gamma_C S + D^T diag(exp(G_C - G)) Kn (the factor
+    // on D^T's token columns, once a k-step, so that Kn's split parts are the B operands)
     const float gamma_c = s.gamma[kC - 1];
 #pragma unroll
     for (int t = 0; t < 16; ++t)
@@ -343,8 +365,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       }
       const int t0 = 8 * kt + 2 * q;
       const float e0 = s.tail[t0], e1 = s.tail[t0 + 1];
+      const Tf32Frag ae = a_fragment({D[kt][0] * e0, D[kt][1] * e1, D[kt][2] * e0, D[kt][3] * e1});
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt) mma_3xtf32(S[nt], a, e0 * s.k[t0][8 * nt + g], e1 * s.k[t0 + 1][8 * nt + g]);
+      for (int nt = 0; nt < 16; ++nt) mma_3xtf32(S[nt], ae, b_from_column(s.k, s.k_lo, t0, 8 * nt + g));
     }
     // o: O^T into Vc's tile as [C tokens, V] (this warp's columns, which only it read above)
 #pragma unroll

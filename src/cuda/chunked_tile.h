@@ -425,12 +425,33 @@ static_assert(sizeof(WgChainStage) % 1024 == 0 && offsetof(WgChainSmem, o_stage)
               "every swizzled tile of the wgmma chain starts at a 1024-byte boundary");
 inline constexpr size_t kWgChainSmemBytes = sizeof(WgChainSmem) + 1024;  // from the first 1024-byte boundary
 
+// The f32-input kernel's tiles (chunked_f32.cu: one chunk, not double buffered; about 225 KB,
+// one CTA an SM). q and k hold their rows' tf32 high parts (the top 19 bits) and q_lo, k_lo the
+// f32 remainders, split once a chunk for every warp's products. Rows 136 floats apart (8 banks
+// mod 32): the float2 B-fragment reads (row g, columns 2q, 2q + 1) of a half warp fall in 32
+// distinct banks; the C x C tiles' rows 72.
+inline constexpr int kLdF32Tok = kK + 8;  // [C, 128] f32 tiles
+inline constexpr int kLdF32CC = kC + 8;   // [C, C] f32 tiles
+struct F32Smem {
+  float q[kC][kLdF32Tok];     // [C, K] Qn, high parts
+  float k[kC][kLdF32Tok];     // [C, K] Kn, high parts
+  float q_lo[kC][kLdF32Tok];  // [C, K] Qn - q
+  float k_lo[kC][kLdF32Tok];  // [C, K] Kn - k
+  float v[kC][kLdF32Tok];     // [C, V] Vc, then o's staging (token-major)
+  float a[kC][kLdF32CC];      // [C, C] A (strictly lower)
+  float x[kC][kLdF32CC];      // [C, C] X = (I + A)^-1 (lower; T = X diag(beta) is formed as it is read)
+  float p[kC][kLdF32CC];      // [C, C] P = scale (Mask o Qn Kn^T), zeros above the diagonal
+  float G[kC], beta[kC];      // chunk_gates
+  float gamma[kC];            // exp(G_t)
+  float tail[kC];             // exp(G_C - G_t)
+};
+
 // The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:
 // 227 KB opt-in).
 constexpr size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
 inline constexpr size_t kChunkedSmemBytes =
     max_of(max_of(max_of(kFusedSmemBytes, sizeof(ChainSmemFull)), max_of(sizeof(ChainSmem), sizeof(PrepSmem))),
-           kWgChainSmemBytes);
+           max_of(kWgChainSmemBytes, sizeof(F32Smem)));
 static_assert(kChunkedSmemBytes <= 227 * 1024, "every chunked block fits Hopper's opt-in shared memory");
 
 // Chunk slots of the workspace: dense, sequence n's chunk c is slot n ceil(T / C) + c; packed,
