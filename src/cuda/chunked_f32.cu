@@ -223,15 +223,18 @@ __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& 
     }
 }
 
-// X = (I + A)^-1 in 16 x 16 blocks. First the four diagonal blocks X_bb = (I + A_bb)^-1 at once
-// by forward substitution, a column a group of four lanes (warps 2b, 2b + 1: block b; column c,
-// lane r summing the terms m = r mod 4): X_ic = -sum_{c <= m < i} A_im X_mc, lane i % 4 storing
-// X_ic, so every X_mc a lane reads is one it stored itself; zeros above the diagonal. Then block
-// row by block row, X_ib = -X_ii Z_ib with Z_ib = sum_{b <= m < i} A_im X_mb, one element a
-// thread, Z kept in A's unused block above the diagonal at (b, i).
-__device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int tid, int warp) {
+// X = (I + A)^-1 in 16 x 16 blocks, by column strips: warp w = 2 b + s forms X's columns
+// [16 b + 8 s, +8) below the diagonal, so that every value of X a warp reads but the diagonal
+// blocks is one it wrote (A is read-only here): one CTA barrier, after the diagonal blocks. First the diagonal block X_bb = (I +
+// A_bb)^-1 by forward substitution, a column a group of four lanes (column c, lane r summing the
+// terms m = r mod 4): X_ic = -sum_{c <= m < i} A_im X_mc, lane i % 4 storing X_ic, zeros above
+// the diagonal. Then block row by block row (i = b + 1 .. 3) on tensor cores (3xTF32):
+// Z_ib = sum_{b <= m < i} A_im X_mb, kept in A's unused block above the diagonal at (b, i), and
+// X_ib = -X_ii Z_ib.
+__device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int warp, int lane) {
+  const int b = warp >> 1, n0 = 16 * b + 8 * (warp & 1);  // the strip's first column
   {
-    const int b = warp >> 1, c = 16 * b + 8 * (warp & 1) + ((tid & 31) >> 2), r = tid & 3;
+    const int c = n0 + (lane >> 2), r = lane & 3;
     for (int i = 16 * b + r; i <= c; i += 4) s.x[i][c] = i == c ? 1.f : 0.f;
     for (int i = 16 * b + 1; i < 16 * b + 16; ++i) {  // (warp-uniform bounds: the shuffles see every lane)
       float part = 0.f;
@@ -242,21 +245,30 @@ __device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int tid, int w
       if (i > c && (i & 3) == r) s.x[i][c] = -part;
     }
   }
-  const int r = tid >> 4, c = tid & 15;
-  for (int i = 1; i < 4; ++i) {
-    __syncthreads();  // the blocks of X this block row reads
-    for (int b = 0; b < i; ++b) {
-      float z = 0.f;
-      for (int m = 16 * b; m < 16 * i; ++m) z += s.a[16 * i + r][m] * s.x[m][16 * b + c];
-      s.a[16 * b + r][16 * i + c] = z;
+  __syncthreads();  // every diagonal block (X_ii is another warp pair's)
+  const int g = lane >> 2, q = lane & 3;
+  for (int i = b + 1; i < 4; ++i) {  // (warp-uniform)
+    __syncwarp();  // this strip's X so far
+    float z[4] = {};
+    for (int m0 = 16 * b; m0 < 16 * i; m0 += 8) {  // Z's k-steps (the permuted k order of a_fragment)
+      const float2 a0 = *reinterpret_cast<const float2*>(&s.a[16 * i + g][m0 + 2 * q]);
+      const float2 a8 = *reinterpret_cast<const float2*>(&s.a[16 * i + g + 8][m0 + 2 * q]);
+      mma_3xtf32(z, a_fragment({a0.x, a0.y, a8.x, a8.y}), s.x[m0 + 2 * q][n0 + g], s.x[m0 + 2 * q + 1][n0 + g]);
     }
-    __syncthreads();
-    for (int b = 0; b < i; ++b) {
-      float x = 0.f;
-#pragma unroll 4
-      for (int k = 0; k < 16; ++k) x += s.x[16 * i + r][16 * i + k] * s.a[16 * b + k][16 * i + c];
-      s.x[16 * i + r][16 * b + c] = -x;
+    *reinterpret_cast<float2*>(&s.a[16 * b + g][16 * i + 8 * (warp & 1) + 2 * q]) = make_float2(z[0], z[1]);
+    *reinterpret_cast<float2*>(&s.a[16 * b + g + 8][16 * i + 8 * (warp & 1) + 2 * q]) = make_float2(z[2], z[3]);
+    __syncwarp();
+    float x[4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < 16; k0 += 8) {
+      const float2 x0 = *reinterpret_cast<const float2*>(&s.x[16 * i + g][16 * i + k0 + 2 * q]);
+      const float2 x8 = *reinterpret_cast<const float2*>(&s.x[16 * i + g + 8][16 * i + k0 + 2 * q]);
+      const int zc = 16 * i + 8 * (warp & 1) + g;
+      mma_3xtf32(x, a_fragment({x0.x, x0.y, x8.x, x8.y}), s.a[16 * b + k0 + 2 * q][zc],
+                 s.a[16 * b + k0 + 2 * q + 1][zc]);
     }
+    *reinterpret_cast<float2*>(&s.x[16 * i + g][n0 + 2 * q]) = make_float2(-x[0], -x[1]);
+    *reinterpret_cast<float2*>(&s.x[16 * i + g + 8][n0 + 2 * q]) = make_float2(-x[2], -x[3]);
   }
 }
 
@@ -313,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
     }
     key_products_f32(p, s, warp, lane);
     __syncthreads();
-    invert_unit_lower_f32(s, tid, warp);
+    invert_unit_lower_f32(s, warp, lane);
 
     // Y^T = S Kn^T and O^T = S Qn^T (one pass over S's key columns)
     float Y[8][4] = {}, O[8][4] = {};
