@@ -35,6 +35,7 @@ namespace gdn::cuda::chunked {
 namespace {
 
 inline constexpr size_t kF32SmemBytes = sizeof(F32Smem);
+static_assert(sizeof(F32Smem::a) >= (kMaxRanked + 1) * sizeof(int64_t), "A's tile holds longest_first's scratch");
 static_assert(kThreads == 256 && kC == 64 && kK == 128 && kV == 128, "written for 8 warps, C = 64, K = V = 128");
 
 // ---- 3xTF32 products
@@ -279,7 +280,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
   F32Smem& s = *reinterpret_cast<F32Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
-  const int64_t n = longest_first(p, blockIdx.x / p.Hv);
+  // (the ranking's scratch in A's tile: the f32 tiles leave no room for static shared memory)
+  const int64_t n = longest_first(p, blockIdx.x / p.Hv, reinterpret_cast<int64_t*>(&s.a[0][0]));
   const int h = int(blockIdx.x % p.Hv);
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
 

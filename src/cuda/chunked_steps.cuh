@@ -68,10 +68,11 @@ __device__ __forceinline__ float load_scalar(const void* base, int dtype, int64_
 // resolve_sequence then flags). Above kMaxRanked sequences, or dense: the identity.
 constexpr int kMaxRanked = 256;
 
-__device__ __forceinline__ int64_t longest_first(const ChunkParams& p, int64_t rank) {
+// `scratch`: kMaxRanked + 1 int64 of shared memory the CTA does not use yet.
+__device__ __forceinline__ int64_t longest_first(const ChunkParams& p, int64_t rank, int64_t* scratch) {
   if (!p.cu_seqlens || p.N > kMaxRanked || p.N < 2) return rank;  // uniform over the CTA
-  __shared__ int64_t len[kMaxRanked];
-  __shared__ int64_t chosen;
+  int64_t* len = scratch;
+  int64_t& chosen = scratch[kMaxRanked];
   const int n = int(p.N);
   for (int i = threadIdx.x; i < n; i += blockDim.x) len[i] = cu_seqlen_at(p, i + 1) - cu_seqlen_at(p, i);
   __syncthreads();
@@ -82,6 +83,11 @@ __device__ __forceinline__ int64_t longest_first(const ChunkParams& p, int64_t r
   }
   __syncthreads();
   return chosen;
+}
+// The same, in static shared memory of its own.
+__device__ __forceinline__ int64_t longest_first(const ChunkParams& p, int64_t rank) {
+  __shared__ int64_t scratch[kMaxRanked + 1];
+  return longest_first(p, rank, scratch);
 }
 
 // Resolves sequence n and checks the device-resident index entries it uses (resolve_span). An

@@ -426,7 +426,8 @@ static_assert(sizeof(WgChainStage) % 1024 == 0 && offsetof(WgChainSmem, o_stage)
 inline constexpr size_t kWgChainSmemBytes = sizeof(WgChainSmem) + 1024;  // from the first 1024-byte boundary
 
 // The f32-input kernel's tiles (chunked_f32.cu: one chunk, not double buffered; about 225 KB,
-// one CTA an SM). q and k hold their rows' tf32 high parts (the top 19 bits) and q_lo, k_lo the
+// one CTA an SM, with no static shared memory beside it: a block's static and dynamic shared
+// memory together may not exceed the 227 KB opt-in). q and k hold their rows' tf32 high parts (the top 19 bits) and q_lo, k_lo the
 // f32 remainders, split once a chunk for every warp's products. Rows 136 floats apart (8 banks
 // mod 32): the float2 B-fragment reads (row g, columns 2q, 2q + 1) of a half warp fall in 32
 // distinct banks; the C x C tiles' rows 72.
