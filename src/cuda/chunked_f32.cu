@@ -4,12 +4,13 @@
 // chunked_steps.cuh's load_state / store_state / store_checkpoint layout). Every product that
 // touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi its top 19
 // bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi b_lo +
-// a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products; the inverse
-// runs in f32 on CUDA cores (16 x 16 blocks by forward substitution, then merged). So the
-// result is an f32 computation of the chunked form (SPEC.md's chunked f32 tolerance, 1e-4;
-// measured on the H200: o about 1e-6, the state 5e-7 to 2.5e-6). No split form: a few long
-// sequences leave most SMs idle (docs/NOTES.md, fifty-fourth session, has its figures against
-// the peer's tf32 path and a profile).
+// a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products and the
+// inverse's block merges; q and k are split once a chunk (every warp reads both parts: split at
+// each use, the kernel was 21% slower), the inverse's 16 x 16 diagonal blocks by forward
+// substitution in f32. So the result is an f32 computation of the chunked form (SPEC.md's
+// chunked f32 tolerance, 1e-4; measured on the H200: o about 1e-6, the state 5e-7 to 2.5e-6).
+// No split form: a few long sequences leave most SMs idle (docs/NOTES.md, fifty-fourth and
+// fifty-fifth sessions, have its figures against the peer's tf32 path and a profile).
 //
 // The maths, SPEC.md letters (ALGORITHMS.md; Kn, Qn the rows after the optional L2 norm, G the
 // in-chunk cumulative log-decay, gamma_t = exp(G_t)):
