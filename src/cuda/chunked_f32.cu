@@ -195,8 +195,8 @@ __device__ __forceinline__ void store_rows_f32(const ChunkParams& p, const float
 
 // A and P on tensor cores (3xTF32): warp w forms rows [16 (w % 4), +16) x columns
 // [32 (w / 4), +32) of Kn Kn^T and Qn Kn^T (both operands from the split tiles, the A
-// fragments in the permuted k order), then their masks; zeros above the diagonal (two warps' blocks are wholly
-// there).
+// fragments in the permuted k order), then their masks; zeros above the diagonal (two warps'
+// blocks are wholly there).
 __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& s, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
   const int r0 = 16 * (warp & 3), c0 = 32 * (warp >> 2);
@@ -227,12 +227,12 @@ __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& 
 
 // X = (I + A)^-1 in 16 x 16 blocks, by column strips: warp w = 2 b + s forms X's columns
 // [16 b + 8 s, +8) below the diagonal, so that every value of X a warp reads but the diagonal
-// blocks is one it wrote (A is read-only here): one CTA barrier, after the diagonal blocks. First the diagonal block X_bb = (I +
-// A_bb)^-1 by forward substitution, a column a group of four lanes (column c, lane r summing the
-// terms m = r mod 4): X_ic = -sum_{c <= m < i} A_im X_mc, lane i % 4 storing X_ic, zeros above
-// the diagonal. Then block row by block row (i = b + 1 .. 3) on tensor cores (3xTF32):
-// Z_ib = sum_{b <= m < i} A_im X_mb, kept in A's unused block above the diagonal at (b, i), and
-// X_ib = -X_ii Z_ib.
+// blocks is one it wrote (A is read-only here): one CTA barrier, after the diagonal blocks.
+// First the diagonal block X_bb = (I + A_bb)^-1 by forward substitution, a column a group of
+// four lanes (column c, lane r summing the terms m = r mod 4): X_ic = -sum_{c <= m < i} A_im
+// X_mc, lane i % 4 storing X_ic, zeros above the diagonal. Then block row by block row (i = b +
+// 1 .. 3) on tensor cores (3xTF32): Z_ib = sum_{b <= m < i} A_im X_mb, kept in A's unused block
+// above the diagonal at (b, i), and X_ib = -X_ii Z_ib.
 __device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int warp, int lane) {
   const int b = warp >> 1, n0 = 16 * b + 8 * (warp & 1);  // the strip's first column
   {
