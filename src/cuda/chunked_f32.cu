@@ -1,16 +1,19 @@
 // The chunked prefill kernel for f32 q, k, v (path chunked with f32 inputs): the fused form, one
 // CTA of 8 warps per (sequence, value head) walking the sequence chunk by chunk, the V x K f32
 // state in registers as m16n8 accumulator tiles (warp w: rows [16 w, +16), every key column:
-// chunked_steps.cuh's load_state / store_state / store_checkpoint layout). Every product that
-// touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi its top 19
-// bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi b_lo +
-// a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products and the
+// chunked_steps.cuh's load_state / store_state / store_checkpoint layout); or, where a batch has
+// few (sequence, value head) pairs, two or four CTAs a pair, each with V / 2 or V / 4 of the
+// state's rows over its 8 warps (F32Split below; f32_value_split in chunked_tile.h picks).
+// Every product that touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi
+// its top 19 bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi
+// b_lo + a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products and the
 // inverse's block merges; q and k are split once a chunk (every warp reads both parts: split at
 // each use, the kernel was 21% slower), the inverse's 16 x 16 diagonal blocks by forward
-// substitution in f32. So the result is an f32 computation of the chunked form (SPEC.md's
-// chunked f32 tolerance, 1e-4; measured on the H200: o about 1e-6, the state 5e-7 to 2.5e-6).
-// No split form: a few long sequences leave most SMs idle (docs/NOTES.md, fifty-fourth and
-// fifty-fifth sessions, have its figures against the peer's tf32 path and a profile).
+// substitution in f32. So the result is an f32 computation of the chunked form (SPEC.md's chunked
+// f32 tolerance, 1e-4; measured on the H200: o about 1e-6, the state 5e-7 to 2.5e-6). No split
+// form: every CTA forms its chunks' key side in turn, so a few long sequences stay slower than the
+// peer's tf32 path (docs/NOTES.md, fifty-fourth to fifty-sixth sessions, have the figures and
+// profiles).
 //
 // The maths, SPEC.md letters (ALGORITHMS.md; Kn, Qn the rows after the optional L2 norm, G the
 // in-chunk cumulative log-decay, gamma_t = exp(G_t)):
@@ -27,8 +30,9 @@
 //
 // Shared memory: F32Smem (chunked_tile.h), about 225 KB, one CTA an SM: q, k, v of one chunk
 // (not double buffered: the copies, all in flight at once, land at each chunk's top, from the
-// L2 where the chunk before prefetched them), q and k as tf32 high parts and remainders (split
-// once, after they land), A, X, P.
+// L2 where the chunk before prefetched them; v only the CTA's columns), q and k as tf32 high
+// parts and remainders (split once, after they land), A, X, P; Qn's tiles take the partial sums
+// once they are read (F32Exchange).
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_steps.cuh"
 
@@ -123,33 +127,41 @@ __device__ __forceinline__ bool rows_aligned16(const TokenView& view) {
            uintptr_t(view.head * 4)) & 15u) == 0;
 }
 
-// Token rows [tok0, tok0 + rows) of head `head` into tile (zeros past rows): warp w takes rows
-// w, w + 8, ...; lane l columns [4 l, +4). By cp.async where the view's rows are 16-byte aligned
-// (all of a chunk's copies in flight at once: the caller commits and waits), else by loads.
+// Token rows [tok0, tok0 + rows), columns [col0, col0 + kCols) of head `head` into tile's
+// columns [0, kCols) (zeros past rows): a warp takes 32 / (kCols / 4) rows at once, each lane
+// 4 columns (kCols = 128: warp w rows w, w + 8, ..., lane l columns [4 l, +4)). By cp.async
+// where the view's rows are 16-byte aligned (all of a chunk's copies in flight at once: the
+// caller commits and waits), else by loads.
+template <int kCols = kK>
 __device__ __forceinline__ void load_rows_f32(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
-                                              float (*tile)[kLdF32Tok], int warp, int lane) {
+                                              float (*tile)[kLdF32Tok], int warp, int lane, int col0 = 0) {
+  constexpr int kLanesRow = kCols / 4, kRowsAtOnce = 32 / kLanesRow;
+  const int col = 4 * (lane % kLanesRow);
   const bool vec = rows_aligned16(view);
-  const float* base = static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + 4 * lane;
+  const float* base = static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + col0 + col;
 #pragma unroll
-  for (int r = warp; r < kC; r += kWarps) {
+  for (int r = kRowsAtOnce * warp + lane / kLanesRow; r < kC; r += kRowsAtOnce * kWarps) {
     const bool live = r < rows;
     const float* src = base + (live ? r : 0) * view.tok;
     if (vec) {
-      cp_async16(&tile[r][4 * lane], src, live ? 16 : 0);
+      cp_async16(&tile[r][col], src, live ? 16 : 0);
     } else {
-      *reinterpret_cast<float4*>(&tile[r][4 * lane]) =
+      *reinterpret_cast<float4*>(&tile[r][col]) =
           live ? make_float4(__ldg(src), __ldg(src + 1), __ldg(src + 2), __ldg(src + 3)) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 }
 
-// The rows of the next chunk into the L2 (one prefetch a 128-byte line), while this one runs.
+// The rows of the next chunk into the L2 (one prefetch a 128-byte line of columns [col0, col0 +
+// kCols)), while this one runs.
+template <int kCols = kK>
 __device__ __forceinline__ void prefetch_rows_f32(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
-                                                  int tid) {
+                                                  int tid, int col0 = 0) {
+  constexpr int kLines = kCols / 32;
   const char* base = reinterpret_cast<const char*>(
-      static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head);
-  for (int e = tid; e < rows * 4; e += kThreads)  // four lines a row of 128 floats
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(base + int64_t(e >> 2) * view.tok * 4 + (e & 3) * 128));
+      static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + col0);
+  for (int e = tid; e < rows * kLines; e += kThreads)
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(base + int64_t(e / kLines) * view.tok * 4 + (e % kLines) * 128));
 }
 
 // Rows (optionally scaled by rsqrt(sum x^2 + 1e-6) first: the L2 norm) split in place into
@@ -175,13 +187,17 @@ __device__ __forceinline__ void split_rows_f32(float (*tile)[kLdF32Tok], float (
   }
 }
 
-// o rows [tok0, tok0 + rows) of value head h from the staging tile (token-major).
+// o rows [tok0, tok0 + rows), columns [col0, col0 + kCols) of value head h from the staging
+// tile's columns [0, kCols) (token-major), as load_rows_f32 reads.
+template <int kCols>
 __device__ __forceinline__ void store_rows_f32(const ChunkParams& p, const float (*tile)[kLdF32Tok], int64_t n,
-                                               int64_t tok0, int rows, int h, int warp, int lane) {
+                                               int64_t tok0, int rows, int h, int col0, int warp, int lane) {
+  constexpr int kLanesRow = kCols / 4, kRowsAtOnce = 32 / kLanesRow;
+  const int col = 4 * (lane % kLanesRow);
   const bool vec = rows_aligned16(p.o);
-  float* base = static_cast<float*>(p.o.p) + n * p.o.seq + tok0 * p.o.tok + h * p.o.head + 4 * lane;
-  for (int r = warp; r < rows; r += kWarps) {
-    const float4 x = *reinterpret_cast<const float4*>(&tile[r][4 * lane]);
+  float* base = static_cast<float*>(p.o.p) + n * p.o.seq + tok0 * p.o.tok + h * p.o.head + col0 + col;
+  for (int r = kRowsAtOnce * warp + lane / kLanesRow; r < rows; r += kRowsAtOnce * kWarps) {
+    const float4 x = *reinterpret_cast<const float4*>(&tile[r][col]);
     float* dst = base + r * p.o.tok;
     if (vec) {
       *reinterpret_cast<float4*>(dst) = x;
@@ -276,29 +292,72 @@ __device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int warp, int 
 
 // ---- the kernel
 
+// A pair's CTAs (kSplit: f32_value_split) split the state by value rows: CTA `part` takes rows
+// [v0, v0 + kRows), v0 = kRows part, its 8 warps as kRowBlocks blocks of 16 rows by kSplit key
+// parts (warp w: rows v0 + 16 (w % kRowBlocks), key columns [kKeyCols (w / kRowBlocks),
+// +kKeyCols)), so every warp holds kKeyTiles m16n8 tiles of S. Y^T and O^T's first term (sums
+// over the key columns) are then partial sums that the warps of a row block add through shared
+// memory (F32Exchange, over q's dead tiles); every warp of a row block forms the same D^T (so the
+// state update needs no exchange), and each finishes O^T for a balanced set of token tiles
+// (o_tile_owned). kSplit = 1 is the one-CTA kernel: no exchange, every warp every tile.
+template <int kSplit>
+struct F32Split {
+  static constexpr int kRows = kV / kSplit;          // state rows (o's values) a CTA
+  static constexpr int kRowBlocks = kRows / 16;      // 8 / kSplit
+  static constexpr int kKeyCols = kK / kSplit;       // key columns a warp
+  static constexpr int kKeyTiles = kKeyCols / 8;
+  static_assert(kRowBlocks * kSplit == kWarps, "8 warps: row blocks x key parts");
+};
+
+// Partial sums of Y^T and O^T by warp and token tile, each lane's four values in one float4 (a
+// warp's 16-byte stores and loads: four wavefronts each, no conflicts).
+struct F32Exchange {
+  float4 y[kWarps][kC / 8][32];  // in q's tile (dead once Y and O's first pass have read it)
+  float4 o[kWarps][kC / 8][32];  // in q_lo's
+};
+static_assert(sizeof(F32Exchange::y) <= sizeof(F32Smem::q) && sizeof(F32Exchange::o) <= sizeof(F32Smem::q_lo),
+              "the partial sums fit Qn's tiles");
+
+// Whether key part kp finishes O^T's token tile nt. D^T P^T costs tile nt nt + 1 k-steps
+// (P is lower triangular), so the parts take tiles of equal cost: 2 parts {0, 3, 4, 7} and {1,
+// 2, 5, 6} (18 k-steps each), 4 parts {0, 7}, {1, 6}, {2, 5}, {3, 4} (9 each).
+template <int kSplit>
+__device__ __forceinline__ bool o_tile_owned(int kp, int nt) {
+  if constexpr (kSplit == 1) return true;
+  if constexpr (kSplit == 2) return ((nt ^ (nt >> 1)) & 1) == kp;
+  return (nt < 4 ? nt : 7 - nt) == kp;
+}
+
+template <int kSplit>
 __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const __grid_constant__ ChunkParams p) {
+  using Sp = F32Split<kSplit>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   F32Smem& s = *reinterpret_cast<F32Smem*>(smem_raw);
+  F32Exchange& xs = *reinterpret_cast<F32Exchange*>(smem_raw);  // (y over q, o over q_lo: below)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
+  const int rb = warp % Sp::kRowBlocks, kp = warp / Sp::kRowBlocks;  // the warp's row block, key part
   // (the ranking's scratch in A's tile: the f32 tiles leave no room for static shared memory)
-  const int64_t n = longest_first(p, blockIdx.x / p.Hv, reinterpret_cast<int64_t*>(&s.a[0][0]));
-  const int h = int(blockIdx.x % p.Hv);
+  const int64_t pair = int64_t(blockIdx.x) / kSplit;
+  const int64_t n = longest_first(p, pair / p.Hv, reinterpret_cast<int64_t*>(&s.a[0][0]));
+  const int h = int(pair % p.Hv);
+  const int v0 = Sp::kRows * int(blockIdx.x % kSplit);  // the CTA's state rows [v0, +kRows)
+  const int row0 = v0 + 16 * rb, k0 = Sp::kKeyCols * kp;  // the warp's rows, first key column
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
 
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
   if (!checkpoint_indices_valid(p, n, sq)) return;
-  if (sq.slot < 0) {  // padding: outputs zero, no state read or written
+  if (sq.slot < 0) {  // padding: the CTA's o columns zero, no state read or written
     for (int64_t r = warp; r < sq.len; r += kWarps) {
-      float* o = static_cast<float*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head;
-      for (int e = lane; e < kV; e += 32) o[e] = 0.f;
+      float* o = static_cast<float*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head + v0;
+      for (int e = lane; e < Sp::kRows; e += 32) o[e] = 0.f;
     }
     return;
   }
 
-  float S[16][4];  // the state's rows [16 warp, +16), all K columns
-  load_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+  float S[Sp::kKeyTiles][4];  // the state's rows [row0, +16), key columns [k0, +kKeyCols)
+  load_state(p, sq.slot, h, S, row0, k0, g, q);
   const HeadGate hg = head_gate(p, h);
   const int64_t chunks = (sq.len + kC - 1) / kC;
   int64_t next_checkpoint = p.ckpt_tokens > 0 ? first_checkpoint_chunk(p, 0) : -1;
@@ -308,14 +367,14 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
     __syncthreads();  // chunk c - 1 is done with every tile
     load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
     load_rows_f32(p.k, n, tok0, rows, j, s.k, warp, lane);
-    load_rows_f32(p.v, n, tok0, rows, h, s.v, warp, lane);
+    load_rows_f32<Sp::kRows>(p.v, n, tok0, rows, h, s.v, warp, lane, v0);
     cp_async_commit();
     if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
     if (c + 1 < chunks) {  // the next chunk's rows on their way to the L2 while this one runs
       const int next_rows = int(sq.len - (c + 1) * kC < kC ? sq.len - (c + 1) * kC : kC);
       prefetch_rows_f32(p.q, n, tok0 + kC, next_rows, j, tid);
       prefetch_rows_f32(p.k, n, tok0 + kC, next_rows, j, tid);
-      prefetch_rows_f32(p.v, n, tok0 + kC, next_rows, h, tid);
+      prefetch_rows_f32<Sp::kRows>(p.v, n, tok0 + kC, next_rows, h, tid, v0);
     }
     cp_async_wait<0>();
     // (each thread normalises and splits the pieces it copied)
@@ -330,27 +389,54 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
     __syncthreads();
     invert_unit_lower_f32(s, warp, lane);
 
-    // Y^T = S Kn^T and O^T = S Qn^T (one pass over S's key columns)
+    // Y^T = S Kn^T and O^T = S Qn^T over the warp's key columns (one pass over them)
     float Y[8][4] = {}, O[8][4] = {};
 #pragma unroll
-    for (int kt = 0; kt < 16; ++kt) {
+    for (int kt = 0; kt < Sp::kKeyTiles; ++kt) {
       const Tf32Frag a = a_fragment(S[kt]);
+      const int col = k0 + 8 * kt + 2 * q;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        mma_3xtf32(Y[nt], a, b_from_row(s.k, s.k_lo, 8 * nt + g, 8 * kt + 2 * q));
-        mma_3xtf32(O[nt], a, b_from_row(s.q, s.q_lo, 8 * nt + g, 8 * kt + 2 * q));
+        mma_3xtf32(Y[nt], a, b_from_row(s.k, s.k_lo, 8 * nt + g, col));
+        mma_3xtf32(O[nt], a, b_from_row(s.q, s.q_lo, 8 * nt + g, col));
       }
     }
-    __syncthreads();  // gamma, X (and the gates) are everyone's
-    // Y^T = Vc^T - S Kn^T diag(gamma); O^T's first term scaled
+    __syncthreads();  // gamma, X (and the gates) are everyone's; Qn's tiles are dead
+    // Y^T = Vc^T - S Kn^T diag(gamma) (Vc^T in key part 0's sum); O^T's first term scaled
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int t = 8 * nt + 2 * q + (e & 1), v = 16 * warp + g + 8 * (e >> 1);
-        Y[nt][e] = s.v[t][v] - s.gamma[t] * Y[nt][e];
+        const int t = 8 * nt + 2 * q + (e & 1), v = 16 * rb + g + 8 * (e >> 1);
+        Y[nt][e] = (kp == 0 ? s.v[t][v] : 0.f) - s.gamma[t] * Y[nt][e];
         O[nt][e] *= p.scale * s.gamma[t];
       }
+    if constexpr (kSplit > 1) {  // the row block's partial sums added, in key-part order in every
+                                 // warp (so all form the same D^T); Vc's tile is then free
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        xs.y[warp][nt][lane] = make_float4(Y[nt][0], Y[nt][1], Y[nt][2], Y[nt][3]);
+        xs.o[warp][nt][lane] = make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const bool owned = o_tile_owned<kSplit>(kp, nt);
+        float4 y = make_float4(0.f, 0.f, 0.f, 0.f), o = y;
+#pragma unroll
+        for (int part = 0; part < kSplit; ++part) {
+          const int w = rb + Sp::kRowBlocks * part;
+          const float4 yp = part == kp ? make_float4(Y[nt][0], Y[nt][1], Y[nt][2], Y[nt][3]) : xs.y[w][nt][lane];
+          y.x += yp.x, y.y += yp.y, y.z += yp.z, y.w += yp.w;
+          if (owned) {
+            const float4 op = part == kp ? make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]) : xs.o[w][nt][lane];
+            o.x += op.x, o.y += op.y, o.z += op.z, o.w += op.w;
+          }
+        }
+        Y[nt][0] = y.x, Y[nt][1] = y.y, Y[nt][2] = y.z, Y[nt][3] = y.w;
+        if (owned) O[nt][0] = o.x, O[nt][1] = o.y, O[nt][2] = o.z, O[nt][3] = o.w;
+      }
+    }
     // D^T = Y^T T^T, T_ij = X_ij beta_j (zero above the diagonal: tiles nt >= kt only)
     float D[8][4] = {};
 #pragma unroll
@@ -363,11 +449,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
         mma_3xtf32(D[nt], a, xb.x * b0, xb.y * b1);
       }
     }
-    // O^T += D^T P^T, and the next state: S = gamma_C S + D^T diag(exp(G_C - G)) Kn (the factor
-    // on D^T's token columns, once a k-step, so that Kn's split parts are the B operands)
+    // O^T += D^T P^T (the warp's token tiles), and the next state: S = gamma_C S + D^T
+    // diag(exp(G_C - G)) Kn (the factor on D^T's token columns, once a k-step, so that Kn's split
+    // parts are the B operands)
     const float gamma_c = s.gamma[kC - 1];
 #pragma unroll
-    for (int t = 0; t < 16; ++t)
+    for (int t = 0; t < Sp::kKeyTiles; ++t)
 #pragma unroll
       for (int e = 0; e < 4; ++e) S[t][e] *= gamma_c;
 #pragma unroll
@@ -375,6 +462,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       const Tf32Frag a = a_fragment(D[kt]);
 #pragma unroll
       for (int nt = kt; nt < 8; ++nt) {
+        if (!o_tile_owned<kSplit>(kp, nt)) continue;  // (warp-uniform)
         const float2 pb = *reinterpret_cast<const float2*>(&s.p[8 * nt + g][8 * kt + 2 * q]);
         mma_3xtf32(O[nt], a, pb.x, pb.y);
       }
@@ -382,31 +470,45 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       const float e0 = s.tail[t0], e1 = s.tail[t0 + 1];
       const Tf32Frag ae = a_fragment({D[kt][0] * e0, D[kt][1] * e1, D[kt][2] * e0, D[kt][3] * e1});
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt) mma_3xtf32(S[nt], ae, b_from_column(s.k, s.k_lo, t0, 8 * nt + g));
+      for (int nt = 0; nt < Sp::kKeyTiles; ++nt)
+        mma_3xtf32(S[nt], ae, b_from_column(s.k, s.k_lo, t0, k0 + 8 * nt + g));
     }
-    // o: O^T into Vc's tile as [C tokens, V] (this warp's columns, which only it read above)
+    // o: the warp's tiles of O^T into Vc's tile as [C tokens, the CTA's values] (no warp reads
+    // Vc's tile after the exchange; with one key part, only this warp read these columns)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      if (!o_tile_owned<kSplit>(kp, nt)) continue;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s.v[8 * nt + 2 * q + (e & 1)][16 * warp + g + 8 * (e >> 1)] = O[nt][e];
+      for (int e = 0; e < 4; ++e) s.v[8 * nt + 2 * q + (e & 1)][16 * rb + g + 8 * (e >> 1)] = O[nt][e];
+    }
     __syncthreads();
-    store_rows_f32(p, s.v, n, tok0, rows, h, warp, lane);
+    store_rows_f32<Sp::kRows>(p, s.v, n, tok0, rows, h, v0, warp, lane);
     if (c == next_checkpoint) {  // S is the state after chunk c
-      store_checkpoint(p, n, sq, h, c, S, 16 * warp, g, q, checkpoint_slot(p, n, sq, c));
+      store_checkpoint(p, n, sq, h, c, S, row0, g, q, checkpoint_slot(p, n, sq, c), k0);
       next_checkpoint += checkpoint_every_chunks(p);
     }
   }
-  if (p.ht.p) store_state(p, sq.slot, h, S, 16 * warp, 0, g, q);
+  if (p.ht.p) store_state(p, sq.slot, h, S, row0, k0, g, q);
+}
+
+template <int kSplit>
+cudaError_t launch_split(const ChunkParams& p, cudaStream_t stream) {
+  cudaError_t e = cudaFuncSetAttribute(chunked_prefill_f32_kernel<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(kF32SmemBytes));
+  if (e != cudaSuccess) return e;
+  chunked_prefill_f32_kernel<kSplit><<<dim3(unsigned(p.N * p.Hv * kSplit)), dim3(kThreads), kF32SmemBytes, stream>>>(p);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t launch_chunked_f32(const ChunkParams& p, cudaStream_t stream) {
-  cudaError_t e = cudaFuncSetAttribute(chunked_prefill_f32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(kF32SmemBytes));
-  if (e != cudaSuccess) return e;
-  chunked_prefill_f32_kernel<<<dim3(unsigned(p.N * p.Hv)), dim3(kThreads), kF32SmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  switch (p.f32_value_split) {
+    case 1: return launch_split<1>(p, stream);
+    case 2: return launch_split<2>(p, stream);
+    case 4: return launch_split<4>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace gdn::cuda::chunked

@@ -369,6 +369,7 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.input_dtype == GDN_DTYPE_F32) {
+    c.f32_value_split = ck::f32_value_split(p.N * p.Hv, sm_count(p.device_id), env_int("GDN_CHUNKED_F32_SPLIT", 0));
     const cudaError_t e = ck::launch_chunked_f32(c, stream);
     return e == cudaSuccess ? GDN_STATUS_SUCCESS : device_error(e, "launching the chunked f32 kernel");
   }

@@ -58,6 +58,9 @@ struct ChunkParams : BatchParams {
   // the fused form's warp-specialised kernel (chunked_fused_ws.cuh; sm_90a with TMA maps)
   // instead of chunked_fused.cuh's
   int32_t fused_ws = 0;
+  // the f32-input kernel (chunked_f32.cu): CTAs per (sequence, value head), each taking
+  // V / f32_value_split of the state's rows (f32_value_split, chunked_tile.h)
+  int32_t f32_value_split = 1;
 };
 
 // The second parameter block of the fused kernel and of the wgmma chain (its own, so that

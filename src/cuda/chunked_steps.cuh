@@ -379,12 +379,13 @@ __device__ __forceinline__ int32_t checkpoint_slot(const ChunkParams& p, int64_t
   return p.ckpt_dense.p || (c + 1) * kC > sq.len ? -1 : p.snapshot_indices[n * p.snap_idx_seq + tok * p.snap_idx_tok];
 }
 
-// The state after checkpoint chunk c (this thread's fragments of rows [row0, +16), all key
-// columns) to its checkpoint when the chunk is whole: dense at its last token, or pool slot
-// `slot` (checkpoint_slot; none for -1). The fused kernel and the wgmma chain.
+// The state after checkpoint chunk c (this thread's fragments of rows [row0, +16), key columns
+// [col0, +8 kTiles)) to its checkpoint when the chunk is whole: dense at its last token, or pool
+// slot `slot` (checkpoint_slot; none for -1). The fused kernels and the wgmma chain.
+template <int kTiles>
 __device__ __forceinline__ void store_checkpoint(const ChunkParams& p, int64_t n, const Sequence& sq, int h,
-                                                 int64_t c, const float (&S)[16][4], int row0, int g, int q,
-                                                 int32_t slot) {
+                                                 int64_t c, const float (&S)[kTiles][4], int row0, int g, int q,
+                                                 int32_t slot, int col0 = 0) {
   const int64_t end = (c + 1) * kC;  // tokens of the sequence through chunk c
   if (end > sq.len) return;
   const int64_t tok = sq.bos + end - 1;
@@ -394,7 +395,7 @@ __device__ __forceinline__ void store_checkpoint(const ChunkParams& p, int64_t n
     if (slot < 0) return;
     dst = p.ckpt_pool.p, base = slot * p.ckpt_pool.slot + h * p.ckpt_pool.head, row = p.ckpt_pool.row;
   }
-  store_state_to(p, dst, base, row, S, row0, 0, g, q);
+  store_state_to(p, dst, base, row, S, row0, col0, g, q);
 }
 
 // ---- the intra-chunk steps (independent of the state)

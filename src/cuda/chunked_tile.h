@@ -434,11 +434,11 @@ inline constexpr size_t kWgChainSmemBytes = sizeof(WgChainSmem) + 1024;  // from
 inline constexpr int kLdF32Tok = kK + 8;  // [C, 128] f32 tiles
 inline constexpr int kLdF32CC = kC + 8;   // [C, C] f32 tiles
 struct F32Smem {
-  float q[kC][kLdF32Tok];     // [C, K] Qn, high parts
+  float q[kC][kLdF32Tok];     // [C, K] Qn, high parts (then Y's partial sums: F32Exchange)
   float k[kC][kLdF32Tok];     // [C, K] Kn, high parts
-  float q_lo[kC][kLdF32Tok];  // [C, K] Qn - q
+  float q_lo[kC][kLdF32Tok];  // [C, K] Qn - q (then O's partial sums)
   float k_lo[kC][kLdF32Tok];  // [C, K] Kn - k
-  float v[kC][kLdF32Tok];     // [C, V] Vc, then o's staging (token-major)
+  float v[kC][kLdF32Tok];     // [C, V / split] the CTA's columns of Vc, then o's staging (token-major)
   float a[kC][kLdF32CC];      // [C, C] A (strictly lower)
   float x[kC][kLdF32CC];      // [C, C] X = (I + A)^-1 (lower; T = X diag(beta) is formed as it is read)
   float p[kC][kLdF32CC];      // [C, C] P = scale (Mask o Qn Kn^T), zeros above the diagonal
@@ -446,6 +446,19 @@ struct F32Smem {
   float gamma[kC];            // exp(G_t)
   float tail[kC];             // exp(G_C - G_t)
 };
+
+// The f32 kernel's CTAs per (sequence, value head): each takes V / split of the state's rows and
+// forms the chunk's key side (A, X, P: no state) itself, so a second or fourth CTA of a pair
+// halves or quarters the state's products at the price of that key side again. Taken only where
+// the extra CTAs find idle SMs (one CTA an SM: every pair's CTAs in one wave); `forced` (1, 2
+// or 4; GDN_CHUNKED_F32_SPLIT) overrides. Measured: docs/NOTES.md, fifty-sixth session.
+inline constexpr int kF32MaxValueSplit = 4;
+constexpr int f32_value_split(int64_t pairs, int sms, int64_t forced) {
+  if (forced == 1 || forced == 2 || forced == 4) return int(forced);
+  for (int s = kF32MaxValueSplit; s > 1; s /= 2)
+    if (sms > 0 && pairs * s <= sms) return s;
+  return 1;
+}
 
 // The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:
 // 227 KB opt-in).

@@ -113,6 +113,19 @@ TEST(SegmentPlan, BenchmarkShapes) {
   EXPECT_EQ(plan_segments(1, 2, kSms, 0).segments, 1);                    // one chunk
 }
 
+TEST(F32ValueSplit, ExtraCtasOnlyOnIdleSms) {
+  EXPECT_EQ(f32_value_split(1 * 32, kSms, 0), 4);   // 1 x T, Hv 32: 128 CTAs
+  EXPECT_EQ(f32_value_split(2 * 32, kSms, 0), 2);   // 2 x T: 128
+  EXPECT_EQ(f32_value_split(1 * 64, kSms, 0), 2);   // Hv 64
+  EXPECT_EQ(f32_value_split(4 * 32, kSms, 0), 1);   // 4 x 8192: one CTA a pair fills the SMs
+  EXPECT_EQ(f32_value_split(34, kSms, 0), 2);       // 136 CTAs at 4 would need a second wave
+  EXPECT_EQ(f32_value_split(67, kSms, 0), 1);
+  EXPECT_EQ(f32_value_split(8, 0, 0), 1);           // SM count unknown
+  EXPECT_EQ(f32_value_split(512, kSms, 4), 4);      // forced
+  EXPECT_EQ(f32_value_split(8, kSms, 1), 1);
+  EXPECT_EQ(f32_value_split(8, kSms, 3), 4);        // not a split: the library's choice
+}
+
 TEST(WindowPlan, BenchmarkShapes) {
   const size_t chunk = sizeof(PreparedChunk), state = size_t(kV) * kK * 4;  // one head's
   // 1 x 65536, Hv 32: 64 chain CTAs, under half the SMs: overlapped windows of 96 chunks (the

@@ -5,8 +5,9 @@
 //               head maps and state layouts, packed batches with zero-length sequences, pools
 //               with padding, in place, bf16 states, every gate and beta mode, L2 norm, scale,
 //               strided views, decay regimes, and long sequences;
-//   F32Inputs:  f32 q, k, v (the 3xTF32 fused kernel) against the oracle at SPEC.md's chunked
-//               f32 tolerance, over the same options and shapes;
+//   F32Inputs:  f32 q, k, v (the 3xTF32 fused kernel, a pair's state over 1, 2 and 4 CTAs)
+//               against the oracle at SPEC.md's chunked f32 tolerance, over the same options
+//               and shapes;
 //   Recurrent:  against the cuda recurrent kernel on the same inputs;
 //   Forms:      the split form matches the fused kernel (the same steps and roundings; only the
 //               order of some f32 sums differs), its workspace is asked for and required,
@@ -247,18 +248,23 @@ const Named kF32Cases[] = {
 
 std::vector<Case> f32_cases() { return named_cases(kF32Cases, ",K=128,V=128,dtype=f32,path=chunked"); }
 
+// Each case with the pair's state split over 1, 2 and 4 CTAs (GDN_CHUNKED_F32_SPLIT; the
+// library picks by the SM count, so small cases would otherwise take 4 CTAs alone).
 class F32Inputs : public ::testing::TestWithParam<Case> {};
 TEST_P(F32Inputs, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
-  Case c = GetParam();
-  c.seed = fresh_seed();
-  RunOptions opt;
-  opt.backend = GDN_BACKEND_CUDA;
-  const RunResult r = run_case(c, opt);
-  ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << to_string(c) << ": " << r.message;
-  EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << chunked_report(c, r.errors);
-  RecordProperty("rel_err_o", std::to_string(r.errors.o));
-  RecordProperty("rel_err_state", std::to_string(r.errors.final_state));
+  for (const char* split : {"1", "2", "4"}) {
+    const EnvScope scope("GDN_CHUNKED_F32_SPLIT", split);
+    Case c = GetParam();
+    c.seed = fresh_seed();
+    RunOptions opt;
+    opt.backend = GDN_BACKEND_CUDA;
+    const RunResult r = run_case(c, opt);
+    ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << "split " << split << ": " << to_string(c) << ": " << r.message;
+    EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << "split " << split << ": " << chunked_report(c, r.errors);
+    RecordProperty(std::string("rel_err_o_split") + split, std::to_string(r.errors.o));
+    RecordProperty(std::string("rel_err_state_split") + split, std::to_string(r.errors.final_state));
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, F32Inputs, ::testing::ValuesIn(f32_cases()), case_name);
 
