@@ -32,7 +32,7 @@
 // (not double buffered: the copies, all in flight at once, land at each chunk's top, from the
 // L2 where the chunk before prefetched them; v only the CTA's columns), q and k as tf32 high
 // parts and remainders (split once, after they land), A, X, P; Qn's tiles take the partial sums
-// once they are read (F32Exchange).
+// once they are read (F32Partials).
 #include "cuda/chunked_launch.h"
 #include "cuda/chunked_steps.cuh"
 
@@ -297,7 +297,7 @@ __device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int warp, int 
 // parts (warp w: rows v0 + 16 (w % kRowBlocks), key columns [kKeyCols (w / kRowBlocks),
 // +kKeyCols)), so every warp holds kKeyTiles m16n8 tiles of S. Y^T and O^T's first term (sums
 // over the key columns) are then partial sums that the warps of a row block add through shared
-// memory (F32Exchange, over q's dead tiles); every warp of a row block forms the same D^T (so the
+// memory (F32Partials, over Qn's dead tiles); every warp of a row block forms the same D^T (so the
 // state update needs no exchange), and each finishes O^T for a balanced set of token tiles
 // (o_tile_owned). kSplit = 1 is the one-CTA kernel: no exchange, every warp every tile.
 template <int kSplit>
@@ -310,13 +310,14 @@ struct F32Split {
 };
 
 // Partial sums of Y^T and O^T by warp and token tile, each lane's four values in one float4 (a
-// warp's 16-byte stores and loads: four wavefronts each, no conflicts).
-struct F32Exchange {
-  float4 y[kWarps][kC / 8][32];  // in q's tile (dead once Y and O's first pass have read it)
-  float4 o[kWarps][kC / 8][32];  // in q_lo's
-};
-static_assert(sizeof(F32Exchange::y) <= sizeof(F32Smem::q) && sizeof(F32Exchange::o) <= sizeof(F32Smem::q_lo),
+// warp's 16-byte stores and loads: four wavefronts each, no conflicts): Y's over Qn's high
+// parts, O's over its remainders (both dead once Y and O's first pass have read them).
+using F32Partials = float4[kWarps][kC / 8][32];
+static_assert(sizeof(F32Partials) <= sizeof(F32Smem::q) && sizeof(F32Partials) <= sizeof(F32Smem::q_lo),
               "the partial sums fit Qn's tiles");
+__device__ __forceinline__ F32Partials& partials_over(float (*tile)[kLdF32Tok]) {
+  return *reinterpret_cast<F32Partials*>(&tile[0][0]);
+}
 
 // Whether key part kp finishes O^T's token tile nt. D^T P^T costs tile nt nt + 1 k-steps
 // (P is lower triangular), so the parts take tiles of equal cost: 2 parts {0, 3, 4, 7} and {1,
@@ -333,7 +334,6 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
   using Sp = F32Split<kSplit>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   F32Smem& s = *reinterpret_cast<F32Smem*>(smem_raw);
-  F32Exchange& xs = *reinterpret_cast<F32Exchange*>(smem_raw);  // (y over q, o over q_lo: below)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const int rb = warp % Sp::kRowBlocks, kp = warp / Sp::kRowBlocks;  // the warp's row block, key part
@@ -413,10 +413,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       }
     if constexpr (kSplit > 1) {  // the row block's partial sums added, in key-part order in every
                                  // warp (so all form the same D^T); Vc's tile is then free
+      F32Partials& y_parts = partials_over(s.q);
+      F32Partials& o_parts = partials_over(s.q_lo);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        xs.y[warp][nt][lane] = make_float4(Y[nt][0], Y[nt][1], Y[nt][2], Y[nt][3]);
-        xs.o[warp][nt][lane] = make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]);
+        y_parts[warp][nt][lane] = make_float4(Y[nt][0], Y[nt][1], Y[nt][2], Y[nt][3]);
+        o_parts[warp][nt][lane] = make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]);
       }
       __syncthreads();
 #pragma unroll
@@ -426,10 +428,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
 #pragma unroll
         for (int part = 0; part < kSplit; ++part) {
           const int w = rb + Sp::kRowBlocks * part;
-          const float4 yp = part == kp ? make_float4(Y[nt][0], Y[nt][1], Y[nt][2], Y[nt][3]) : xs.y[w][nt][lane];
+          const float4 yp = part == kp ? make_float4(Y[nt][0], Y[nt][1], Y[nt][2], Y[nt][3]) : y_parts[w][nt][lane];
           y.x += yp.x, y.y += yp.y, y.z += yp.z, y.w += yp.w;
           if (owned) {
-            const float4 op = part == kp ? make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]) : xs.o[w][nt][lane];
+            const float4 op = part == kp ? make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]) : o_parts[w][nt][lane];
             o.x += op.x, o.y += op.y, o.z += op.z, o.w += op.w;
           }
         }

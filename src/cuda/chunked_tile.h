@@ -149,9 +149,12 @@ static_assert(Swizzle128At<kC>::at(kC - 1, kK - 1) < kC * kLdTok,
 // (between 8 and 16 tokens) does not move with the batch.
 inline constexpr int64_t kAutoMinTokens = 16;
 // f32 inputs (chunked_f32.cu, 3xTF32; bench_prefill.py --inputs f32 --crossover, H200, N = 32,
-// Hv = 32): recurrent 0.364 / 0.539 / 0.714 / 1.416 ms against chunked 0.384 / 0.401 / 0.432 /
-// 0.827 ms at T = 32 / 48 / 64 / 128 (bench/results/2026-12-04-session54/trials.json).
-inline constexpr int64_t kAutoMinTokensF32 = 48;
+// Hv = 32): recurrent 0.188 / 0.364 / 0.540 / 1.419 ms against chunked 0.314 / 0.323 / 0.338 /
+// 0.717 ms at T = 16 / 32 / 48 / 128 (fifty-sixth session, bench/results/2026-12-04-session56/;
+// the fifty-fourth session's slower kernel crossed between 32 and 48). The recurrent kernel adds
+// about 11 us a token, the chunked one costs a chunk step whatever T <= 64 is, so they meet near
+// 29 tokens.
+inline constexpr int64_t kAutoMinTokensF32 = 32;
 constexpr bool auto_prefers_chunked(int64_t tokens_per_sequence, bool f32_inputs = false) {
   return tokens_per_sequence >= (f32_inputs ? kAutoMinTokensF32 : kAutoMinTokens);
 }
@@ -434,9 +437,9 @@ inline constexpr size_t kWgChainSmemBytes = sizeof(WgChainSmem) + 1024;  // from
 inline constexpr int kLdF32Tok = kK + 8;  // [C, 128] f32 tiles
 inline constexpr int kLdF32CC = kC + 8;   // [C, C] f32 tiles
 struct F32Smem {
-  float q[kC][kLdF32Tok];     // [C, K] Qn, high parts (then Y's partial sums: F32Exchange)
+  float q[kC][kLdF32Tok];     // [C, K] Qn, high parts (then Y^T's partial sums: F32Partials)
   float k[kC][kLdF32Tok];     // [C, K] Kn, high parts
-  float q_lo[kC][kLdF32Tok];  // [C, K] Qn - q (then O's partial sums)
+  float q_lo[kC][kLdF32Tok];  // [C, K] Qn - q (then O^T's partial sums)
   float k_lo[kC][kLdF32Tok];  // [C, K] Kn - k
   float v[kC][kLdF32Tok];     // [C, V / split] the CTA's columns of Vc, then o's staging (token-major)
   float a[kC][kLdF32CC];      // [C, C] A (strictly lower)
