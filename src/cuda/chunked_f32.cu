@@ -252,16 +252,26 @@ __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& 
 __device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int warp, int lane) {
   const int b = warp >> 1, n0 = 16 * b + 8 * (warp & 1);  // the strip's first column
   {
-    const int c = n0 + (lane >> 2), r = lane & 3;
-    for (int i = 16 * b + r; i <= c; i += 4) s.x[i][c] = i == c ? 1.f : 0.f;
-    for (int i = 16 * b + 1; i < 16 * b + 16; ++i) {  // (warp-uniform bounds: the shuffles see every lane)
+    // lane r of column c's group holds the block's rows 16 b + r + 4 j (x[j], j = 0..3) in
+    // registers, zero above the diagonal (so the terms m < c of each sum add zeros: the same sums
+    // as from m = c on), and the rows fully unrolled: no loop counters, no shared-memory round
+    // trip between a row's store and the next row's reads
+    const int c = n0 + (lane >> 2), r = lane & 3, cb = c - 16 * b;  // cb: c within the block
+    float x[4];
+#pragma unroll
+    for (int jx = 0; jx < 4; ++jx) x[jx] = r + 4 * jx == cb ? 1.f : 0.f;
+#pragma unroll
+    for (int i = 1; i < 16; ++i) {  // the block's row i
       float part = 0.f;
-      if (i > c)
-        for (int m = c + ((r - c) & 3); m < i; m += 4) part += s.a[i][m] * s.x[m][c];
+#pragma unroll
+      for (int jx = 0; jx < 4; ++jx)
+        if (r + 4 * jx < i) part += s.a[16 * b + i][16 * b + r + 4 * jx] * x[jx];
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);
-      if (i > c && (i & 3) == r) s.x[i][c] = -part;
+      if (i > cb && (i & 3) == r) x[i >> 2] = -part;
     }
+#pragma unroll
+    for (int jx = 0; jx < 4; ++jx) s.x[16 * b + r + 4 * jx][c] = x[jx];
   }
   __syncthreads();  // every diagonal block (X_ii is another warp pair's)
   const int g = lane >> 2, q = lane & 3;
