@@ -1,19 +1,22 @@
-// The chunked prefill kernel for f32 q, k, v (path chunked with f32 inputs): the fused form, one
+// The chunked prefill kernels for f32 q, k, v (path chunked with f32 inputs). The fused form: one
 // CTA of 8 warps per (sequence, value head) walking the sequence chunk by chunk, the V x K f32
 // state in registers as m16n8 accumulator tiles (warp w: rows [16 w, +16), every key column:
 // chunked_steps.cuh's load_state / store_state / store_checkpoint layout); or, where a batch has
 // few (sequence, value head) pairs, two or four CTAs a pair, each with V / 2 or V / 4 of the
 // state's rows over its 8 warps (F32Split below; f32_value_split in chunked_tile.h picks).
+// The split form (f32_split_form in chunked_tile.h: few pairs, long sequences): every chunk's key
+// side (A's inverse X, and P) formed at once over all SMs by a prepare kernel into the workspace
+// (F32PreparedChunk), then the same kernel as a chain that copies X and P in instead of forming
+// them, so the CTAs of a pair no longer each form the key side in their turn.
 // Every product that touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi
 // its top 19 bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi
 // b_lo + a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products and the
 // inverse's block merges; q and k are split once a chunk (every warp reads both parts: split at
 // each use, the kernel was 21% slower), the inverse's 16 x 16 diagonal blocks by forward
 // substitution in f32. So the result is an f32 computation of the chunked form (SPEC.md's chunked
-// f32 tolerance, 1e-4; measured on the H200: o about 1e-6, the state 5e-7 to 2.5e-6). No split
-// form: every CTA forms its chunks' key side in turn, so a few long sequences stay slower than the
-// peer's tf32 path (docs/NOTES.md, fifty-fourth to fifty-sixth sessions, have the figures and
-// profiles).
+// f32 tolerance, 1e-4; measured on the H200: o about 1e-6, the state 5e-7 to 2.5e-6); both forms
+// compute the same bits. docs/NOTES.md, fifty-fourth to fifty-seventh sessions, have the figures
+// and profiles.
 //
 // The maths, SPEC.md letters (ALGORITHMS.md; Kn, Qn the rows after the optional L2 norm, G the
 // in-chunk cumulative log-decay, gamma_t = exp(G_t)):
@@ -34,6 +37,7 @@
 // parts and remainders (split once, after they land), A, X, P; Qn's tiles take the partial sums
 // once they are read (F32Partials).
 #include "cuda/chunked_launch.h"
+#include "cuda/chunked_slots.cuh"
 #include "cuda/chunked_steps.cuh"
 
 namespace gdn::cuda::chunked {
@@ -209,14 +213,18 @@ __device__ __forceinline__ void store_rows_f32(const ChunkParams& p, const float
 
 // ---- the chunk's state-independent steps
 
-// A and P on tensor cores (3xTF32): warp w forms rows [16 (w % 4), +16) x columns
-// [32 (w / 4), +32) of Kn Kn^T and Qn Kn^T (both operands from the split tiles, the A
-// fragments in the permuted k order), then their masks; zeros above the diagonal (two warps'
-// blocks are wholly there).
-__device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& s, int warp, int lane) {
+// Kn Kn^T and Qn Kn^T on tensor cores (3xTF32, both operands from the split tiles, the A fragments
+// in the permuted k order): warp w forms rows [16 (w % 4), +16) x columns [32 (w / 4), +32) of
+// both (two warps' blocks lie wholly above the diagonal: zeros). They need no gate, so the split
+// form's prepare kernel forms them once for every value head of a key head.
+struct F32KeyProducts {
+  float kk[4][4], qk[4][4];  // the warp's m16n8 tiles (columns c0 + 8 nt)
+};
+template <class Sm>
+__device__ __forceinline__ F32KeyProducts key_products_f32(const Sm& s, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
   const int r0 = 16 * (warp & 3), c0 = 32 * (warp >> 2);
-  float kk[4][4] = {}, qk[4][4] = {};
+  F32KeyProducts r = {};
   if (c0 <= r0 + 15) {  // (warp-uniform)
 #pragma unroll 4
     for (int kt = 0; kt < kK / 8; ++kt) {
@@ -225,19 +233,29 @@ __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& 
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
         const Tf32B kb = b_from_row(s.k, s.k_lo, c0 + 8 * nt + g, col);
-        mma_3xtf32(kk[nt], ak, kb);
-        mma_3xtf32(qk[nt], aq, kb);
+        mma_3xtf32(r.kk[nt], ak, kb);
+        mma_3xtf32(r.qk[nt], aq, kb);
       }
     }
   }
+  return r;
+}
+
+// A and P from the key products and a value head's gates (s.G, s.beta): their masks, zeros above
+// the diagonal.
+template <class Sm>
+__device__ __forceinline__ void mask_key_products_f32(const ChunkParams& p, Sm& s, const F32KeyProducts& r, int warp,
+                                                      int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  const int r0 = 16 * (warp & 3), c0 = 32 * (warp >> 2);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = r0 + g + 8 * (e >> 1), j = c0 + 8 * nt + 2 * q + (e & 1);
       const float mask = j <= i ? expf(s.G[i] - s.G[j]) : 0.f;  // exp(G_i - G_j) <= 1, never a quotient
-      s.a[i][j] = j < i ? s.beta[i] * mask * kk[nt][e] : 0.f;
-      s.p[i][j] = p.scale * mask * qk[nt][e];
+      s.a[i][j] = j < i ? s.beta[i] * mask * r.kk[nt][e] : 0.f;
+      s.p[i][j] = p.scale * mask * r.qk[nt][e];
     }
 }
 
@@ -249,7 +267,8 @@ __device__ __forceinline__ void key_products_f32(const ChunkParams& p, F32Smem& 
 // X_mc, lane i % 4 storing X_ic, zeros above the diagonal. Then block row by block row (i = b +
 // 1 .. 3) on tensor cores (3xTF32): Z_ib = sum_{b <= m < i} A_im X_mb, kept in A's unused block
 // above the diagonal at (b, i), and X_ib = -X_ii Z_ib.
-__device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int warp, int lane) {
+template <class Sm>
+__device__ __forceinline__ void invert_unit_lower_f32(Sm& s, int warp, int lane) {
   const int b = warp >> 1, n0 = 16 * b + 8 * (warp & 1);  // the strip's first column
   {
     // lane r of column c's group holds the block's rows 16 b + r + 4 j (x[j], j = 0..3) in
@@ -300,6 +319,80 @@ __device__ __forceinline__ void invert_unit_lower_f32(F32Smem& s, int warp, int 
   }
 }
 
+// ---- the split form's prepared chunks (F32PreparedChunk, chunked_tile.h)
+
+// X and P of one prepared chunk into the chain's tiles, by cp.async (16-byte pieces; the caller
+// commits and waits with the chunk's rows).
+__device__ __forceinline__ void load_prepared_f32(const F32PreparedChunk& in, F32Smem& s, int tid) {
+  constexpr int kPieces = kC * kC / 4;  // a tile's
+#pragma unroll
+  for (int e = tid; e < 2 * kPieces; e += kThreads) {
+    const int r = (e % kPieces) / (kC / 4), c = 4 * (e % (kC / 4));
+    if (e < kPieces)
+      cp_async16(&s.x[r][c], &in.x[r][c], 16);
+    else
+      cp_async16(&s.p[r][c], &in.p[r][c], 16);
+  }
+}
+
+// The next prepared chunk into the L2 (one prefetch a 128-byte line), while this one runs.
+__device__ __forceinline__ void prefetch_prepared_f32(const F32PreparedChunk& in, int tid) {
+  constexpr int kLines = int(sizeof(F32PreparedChunk) / 128);
+  for (int e = tid; e < kLines; e += kThreads)
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(&in) + 128 * e));
+}
+
+// The prepare kernel's X and P tiles out to the workspace (16-byte stores).
+__device__ __forceinline__ void store_prepared_f32(const F32PrepSmem& s, F32PreparedChunk& out, int tid) {
+  constexpr int kPieces = kC * kC / 4;
+#pragma unroll
+  for (int e = tid; e < 2 * kPieces; e += kThreads) {
+    const int r = (e % kPieces) / (kC / 4), c = 4 * (e % (kC / 4));
+    if (e < kPieces)
+      *reinterpret_cast<float4*>(&out.x[r][c]) = *reinterpret_cast<const float4*>(&s.x[r][c]);
+    else
+      *reinterpret_cast<float4*>(&out.p[r][c]) = *reinterpret_cast<const float4*>(&s.p[r][c]);
+  }
+}
+
+// The split form's preparation: one CTA of 8 warps per (chunk slot blockIdx.x, key head
+// blockIdx.y), every chunk at once. It forms Kn Kn^T and Qn Kn^T once, then for each value head of
+// the key head (the ratio's) that head's A and P, the inverse X, and writes X and P to the head's
+// prepared chunk: the fused kernel's steps and roundings, so the chain gets the same bits. Slots no
+// chunk uses, flagged sequences and padding are left alone (the chain writes nothing, or o's
+// zeros, for them).
+__global__ void __launch_bounds__(kThreads, 1) chunked_prepare_f32_kernel(const __grid_constant__ ChunkParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  F32PrepSmem& s = *reinterpret_cast<F32PrepSmem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int j = int(blockIdx.y);  // key / query head
+  int64_t n = 0, c = 0;
+  if (!slot_owner(p, int64_t(blockIdx.x), n, c)) return;
+  Sequence sq;
+  if (!resolve_sequence(p, n, sq) || sq.slot < 0) return;
+  const int64_t tok0 = sq.bos + c * kC;
+  const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
+  load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
+  load_rows_f32(p.k, n, tok0, rows, j, s.k, warp, lane);
+  cp_async_commit();
+  cp_async_wait<0>();
+  split_rows_f32(s.q, s.q_lo, p.l2norm, warp, lane);
+  split_rows_f32(s.k, s.k_lo, p.l2norm, warp, lane);
+  __syncthreads();
+  const F32KeyProducts products = key_products_f32(s, warp, lane);
+  F32PreparedChunk* out = static_cast<F32PreparedChunk*>(p.prepared) + int64_t(blockIdx.x) * p.Hv;
+  for (int i = 0; i < p.ratio; ++i) {
+    const int h = p.tiled ? j + p.Hk * i : j * p.ratio + i;  // the key head's value heads
+    if (warp == 0) chunk_gates(p, s.G, s.beta, head_gate(p, h), load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+    __syncthreads();  // the gates; the head before's X and P are out
+    mask_key_products_f32(p, s, products, warp, lane);
+    __syncthreads();
+    invert_unit_lower_f32(s, warp, lane);
+    __syncthreads();
+    store_prepared_f32(s, out[h], tid);
+  }
+}
+
 // ---- the kernel
 
 // A pair's CTAs (kSplit: f32_value_split) split the state by value rows: CTA `part` takes rows
@@ -339,7 +432,9 @@ __device__ __forceinline__ bool o_tile_owned(int kp, int nt) {
   return (nt < 4 ? nt : 7 - nt) == kp;
 }
 
-template <int kSplit>
+// kPrepared: the split form's chain, which copies each chunk's X and P from its prepared chunk
+// (p.prepared, chunked_prepare_f32_kernel) instead of forming them; else the fused kernel.
+template <int kSplit, bool kPrepared>
 __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const __grid_constant__ ChunkParams p) {
   using Sp = F32Split<kSplit>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -371,6 +466,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
   const HeadGate hg = head_gate(p, h);
   const int64_t chunks = (sq.len + kC - 1) / kC;
   int64_t next_checkpoint = p.ckpt_tokens > 0 ? first_checkpoint_chunk(p, 0) : -1;
+  const auto prepared = [&](int64_t chunk) -> const F32PreparedChunk& {  // (kPrepared)
+    return static_cast<const F32PreparedChunk*>(p.prepared)[chunk_slot(p, n, sq, chunk) * p.Hv + h];
+  };
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t tok0 = sq.bos + c * kC;
     const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
@@ -378,6 +476,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
     load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
     load_rows_f32(p.k, n, tok0, rows, j, s.k, warp, lane);
     load_rows_f32<Sp::kRows>(p.v, n, tok0, rows, h, s.v, warp, lane, v0);
+    if constexpr (kPrepared) load_prepared_f32(prepared(c), s, tid);
     cp_async_commit();
     if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
     if (c + 1 < chunks) {  // the next chunk's rows on their way to the L2 while this one runs
@@ -385,6 +484,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       prefetch_rows_f32(p.q, n, tok0 + kC, next_rows, j, tid);
       prefetch_rows_f32(p.k, n, tok0 + kC, next_rows, j, tid);
       prefetch_rows_f32<Sp::kRows>(p.v, n, tok0 + kC, next_rows, h, tid, v0);
+      if constexpr (kPrepared) prefetch_prepared_f32(prepared(c + 1), tid);
     }
     cp_async_wait<0>();
     // (each thread normalises and splits the pieces it copied)
@@ -395,9 +495,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       s.gamma[tid] = expf(s.G[tid]);
       s.tail[tid] = expf(s.G[kC - 1] - s.G[tid]);  // padding rows: g = 0, so G_C is the last live token's
     }
-    key_products_f32(p, s, warp, lane);
-    __syncthreads();
-    invert_unit_lower_f32(s, warp, lane);
+    if constexpr (!kPrepared) {
+      mask_key_products_f32(p, s, key_products_f32(s, warp, lane), warp, lane);
+      __syncthreads();
+      invert_unit_lower_f32(s, warp, lane);
+    }
 
     // Y^T = S Kn^T and O^T = S Qn^T over the warp's key columns (one pass over them)
     float Y[8][4] = {}, O[8][4] = {};
@@ -503,24 +605,42 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
   if (p.ht.p) store_state(p, sq.slot, h, S, row0, k0, g, q);
 }
 
-template <int kSplit>
+template <int kSplit, bool kPrepared>
 cudaError_t launch_split(const ChunkParams& p, cudaStream_t stream) {
-  cudaError_t e = cudaFuncSetAttribute(chunked_prefill_f32_kernel<kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(kF32SmemBytes));
+  cudaError_t e = cudaFuncSetAttribute(chunked_prefill_f32_kernel<kSplit, kPrepared>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(kF32SmemBytes));
   if (e != cudaSuccess) return e;
-  chunked_prefill_f32_kernel<kSplit><<<dim3(unsigned(p.N * p.Hv * kSplit)), dim3(kThreads), kF32SmemBytes, stream>>>(p);
+  chunked_prefill_f32_kernel<kSplit, kPrepared>
+      <<<dim3(unsigned(p.N * p.Hv * kSplit)), dim3(kThreads), kF32SmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <bool kPrepared>
+cudaError_t launch_chain(const ChunkParams& p, cudaStream_t stream) {
+  switch (p.f32_value_split) {
+    case 1: return launch_split<1, kPrepared>(p, stream);
+    case 2: return launch_split<2, kPrepared>(p, stream);
+    case 4: return launch_split<4, kPrepared>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
+  if (p.chunk_slots <= 0) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(chunked_prepare_f32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             int(sizeof(F32PrepSmem)));
+  if (e != cudaSuccess) return e;
+  chunked_prepare_f32_kernel<<<dim3(unsigned(p.chunk_slots), unsigned(p.Hk)), dim3(kThreads), sizeof(F32PrepSmem),
+                               stream>>>(p);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t launch_chunked_f32(const ChunkParams& p, cudaStream_t stream) {
-  switch (p.f32_value_split) {
-    case 1: return launch_split<1>(p, stream);
-    case 2: return launch_split<2>(p, stream);
-    case 4: return launch_split<4>(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  if (!p.prepared) return launch_chain<false>(p, stream);
+  const cudaError_t e = launch_prepare(p, stream);
+  return e == cudaSuccess ? launch_chain<true>(p, stream) : e;
 }
 
 }  // namespace gdn::cuda::chunked

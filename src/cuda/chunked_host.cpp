@@ -92,6 +92,7 @@ struct ChunkedPlan {
   size_t prepared_bytes = 0;   // the prepared chunks (with windows: one window buffer), first
   size_t workspace_bytes = 0;  // and the segment or window states after them
   size_t ckpt_ok_offset = 0;   // with checkpoints into a pool: ChunkParams::ckpt_seq_ok, at the end
+  int f32_value_split = 1;     // f32 inputs: CTAs per (sequence, value head) (f32_value_split)
 };
 
 int64_t env_int(const char* name, int64_t fallback) {
@@ -126,9 +127,28 @@ bool wgmma_chain(const Problem& p) {
   return device_attribute(cudaDevAttrComputeCapabilityMajor, p.device_id) == 9 && launchers(p).wgmma_chain_runs();
 }
 
+// f32 inputs (chunked_f32.cu): the value split by the SM count, and the split form where
+// f32_split_form() takes it and its workspace (F32PreparedChunk per chunk slot and value head)
+// stays within kMaxOnePassWorkspaceBytes, else fused; GDN_CHUNKED_FORM=fused|split* forces either.
+ChunkedPlan plan_call_f32(const Problem& p) {
+  ChunkedPlan plan;
+  plan.f32_value_split =
+      ck::f32_value_split(p.N * p.Hv, sm_count(p.device_id), env_int("GDN_CHUNKED_F32_SPLIT", 0));
+  const int64_t chunks = (tokens_per_sequence(p) + ck::kC - 1) / ck::kC;
+  const bool grid_fits = chunk_slots(p) <= INT_MAX && p.Hk <= 65535;
+  plan.prepared_bytes = size_t(chunk_slots(p)) * size_t(p.Hv) * sizeof(ck::F32PreparedChunk);
+  plan.split = grid_fits && ck::f32_split_form(plan.f32_value_split, chunks) &&
+               plan.prepared_bytes <= ck::kMaxOnePassWorkspaceBytes;
+  const char* form = std::getenv("GDN_CHUNKED_FORM");
+  if (form && std::strncmp(form, "split", 5) == 0) plan.split = grid_fits;
+  if (form && std::strcmp(form, "fused") == 0) plan.split = false;
+  plan.workspace_bytes = plan.split ? plan.prepared_bytes : 0;
+  return plan;
+}
+
 ChunkedPlan plan_call(const Problem& p) {
   ChunkedPlan plan;
-  if (p.input_dtype == GDN_DTYPE_F32) return plan;  // the f32 kernel: fused, no workspace
+  if (p.input_dtype == GDN_DTYPE_F32) return plan_call_f32(p);
   plan.wgmma_chain = wgmma_chain(p);
   // State checkpoints: stored by the wgmma chain (two CTAs a pair) and the fused kernel only.
   const bool checkpoints = p.checkpoint_tokens > 0;
@@ -369,9 +389,11 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   if (scope.status() != cudaSuccess) return device_error(scope.status(), "cudaSetDevice");
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.input_dtype == GDN_DTYPE_F32) {
-    c.f32_value_split = ck::f32_value_split(p.N * p.Hv, sm_count(p.device_id), env_int("GDN_CHUNKED_F32_SPLIT", 0));
+    c.f32_value_split = plan.f32_value_split;
     const cudaError_t e = ck::launch_chunked_f32(c, stream);
-    return e == cudaSuccess ? GDN_STATUS_SUCCESS : device_error(e, "launching the chunked f32 kernel");
+    return e == cudaSuccess ? GDN_STATUS_SUCCESS
+                            : device_error(e, split ? "launching the chunked f32 prepare and chain kernels"
+                                                    : "launching the chunked f32 kernel");
   }
   const ck::ChunkedLaunchers& launch = launchers(p);
   // Windows that would run one after the other anyway (a graph capture; run_windows also checks

@@ -32,7 +32,8 @@ struct ChunkedLaunchers {
 const ChunkedLaunchers& chunked_launchers_bf16();
 const ChunkedLaunchers& chunked_launchers_f16();
 
-// f32 q, k, v (chunked_f32.cu): the fused form alone, 3xTF32 products, no workspace.
+// f32 q, k, v (chunked_f32.cu), 3xTF32 products: the fused form, or with p.prepared (the workspace:
+// F32PreparedChunk [chunk slots, Hv]) the split form's prepare kernel, then its chain.
 cudaError_t launch_chunked_f32(const ChunkParams& p, cudaStream_t stream);
 
 }  // namespace gdn::cuda::chunked

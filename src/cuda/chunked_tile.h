@@ -450,6 +450,23 @@ struct F32Smem {
   float tail[kC];             // exp(G_C - G_t)
 };
 
+// The f32 split form's prepare kernel (chunked_f32.cu): F32Smem without Vc's tile (the chunk's
+// key side alone), so that its static word for a packed batch's slot owner fits beside it.
+struct F32PrepSmem {
+  float q[kC][kLdF32Tok], k[kC][kLdF32Tok];        // [C, K] Qn, Kn: high parts
+  float q_lo[kC][kLdF32Tok], k_lo[kC][kLdF32Tok];  // [C, K] their remainders
+  float a[kC][kLdF32CC], x[kC][kLdF32CC], p[kC][kLdF32CC];  // [C, C] A, X, P as F32Smem's
+  float G[kC], beta[kC];                           // chunk_gates
+};
+
+// The f32 split form's prepared chunk, one per (chunk slot, value head) of the workspace: the key
+// side of the chunk as the fused f32 kernel forms it in shared memory (the same bits), which the
+// chain kernel copies in instead of forming it (32 KB).
+struct F32PreparedChunk {
+  float x[kC][kC];  // [C, C] X = (I + A)^-1, unit lower triangular
+  float p[kC][kC];  // [C, C] P = scale (Mask o Qn Kn^T), zeros above the diagonal
+};
+
 // The f32 kernel's CTAs per (sequence, value head): each takes V / split of the state's rows and
 // forms the chunk's key side (A, X, P: no state) itself, so a second or fourth CTA of a pair
 // halves or quarters the state's products at the price of that key side again. Taken only where
@@ -461,6 +478,16 @@ constexpr int f32_value_split(int64_t pairs, int sms, int64_t forced) {
   for (int s = kF32MaxValueSplit; s > 1; s /= 2)
     if (sms > 0 && pairs * s <= sms) return s;
   return 1;
+}
+
+// Whether f32 inputs run in the split form (a prepare kernel forms every chunk's key side at once,
+// over all SMs, into the workspace; the chain kernel copies it in): where the fused kernel would
+// split a pair's state over CTAs (value_split > 1: few pairs), each forming the same key side, and
+// the sequences are long enough that a second launch pays (kF32SplitMinChunks chunks a sequence).
+// Measured: docs/NOTES.md, fifty-seventh session.
+inline constexpr int64_t kF32SplitMinChunks = 4;
+constexpr bool f32_split_form(int value_split, int64_t chunks_per_sequence) {
+  return value_split > 1 && chunks_per_sequence >= kF32SplitMinChunks;
 }
 
 // The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:

@@ -5,9 +5,9 @@
 //               head maps and state layouts, packed batches with zero-length sequences, pools
 //               with padding, in place, bf16 states, every gate and beta mode, L2 norm, scale,
 //               strided views, decay regimes, and long sequences;
-//   F32Inputs:  f32 q, k, v (the 3xTF32 fused kernel, a pair's state over 1, 2 and 4 CTAs)
-//               against the oracle at SPEC.md's chunked f32 tolerance, over the same options
-//               and shapes;
+//   F32Inputs:  f32 q, k, v (the 3xTF32 kernels, fused and split, a pair's state over 1, 2 and 4
+//               CTAs) against the oracle at SPEC.md's chunked f32 tolerance, over the same
+//               options and shapes;
 //   Recurrent:  against the cuda recurrent kernel on the same inputs;
 //   Forms:      the split form matches the fused kernel (the same steps and roundings; only the
 //               order of some f32 sums differs), its workspace is asked for and required,
@@ -216,7 +216,7 @@ TEST_P(Oracle, MatchesOracle) {
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), case_name);
 
-// ---- f32 inputs (chunked_f32.cu: one fused kernel, its products in 3xTF32; no forms to choose),
+// ---- f32 inputs (chunked_f32.cu: the fused kernel or the split form, its products in 3xTF32),
 // against SPEC.md's chunked f32 tolerance (1e-4), over the options and odd shapes
 
 const Named kF32Cases[] = {
@@ -248,23 +248,27 @@ const Named kF32Cases[] = {
 
 std::vector<Case> f32_cases() { return named_cases(kF32Cases, ",K=128,V=128,dtype=f32,path=chunked"); }
 
-// Each case with the pair's state split over 1, 2 and 4 CTAs (GDN_CHUNKED_F32_SPLIT; the
-// library picks by the SM count, so small cases would otherwise take 4 CTAs alone).
+// Each case in both forms (GDN_CHUNKED_FORM: the fused kernel, and the split form's prepare kernel
+// and chain) with the pair's state split over 1, 2 and 4 CTAs (GDN_CHUNKED_F32_SPLIT; the library
+// picks by the SM count, so small cases would otherwise take 4 CTAs alone).
 class F32Inputs : public ::testing::TestWithParam<Case> {};
 TEST_P(F32Inputs, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
-  for (const char* split : {"1", "2", "4"}) {
-    const EnvScope scope("GDN_CHUNKED_F32_SPLIT", split);
-    Case c = GetParam();
-    c.seed = fresh_seed();
-    RunOptions opt;
-    opt.backend = GDN_BACKEND_CUDA;
-    const RunResult r = run_case(c, opt);
-    ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << "split " << split << ": " << to_string(c) << ": " << r.message;
-    EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << "split " << split << ": " << chunked_report(c, r.errors);
-    RecordProperty(std::string("rel_err_o_split") + split, std::to_string(r.errors.o));
-    RecordProperty(std::string("rel_err_state_split") + split, std::to_string(r.errors.final_state));
-  }
+  for (const char* form : {"fused", "split"})
+    for (const char* split : {"1", "2", "4"}) {
+      const EnvScope form_scope("GDN_CHUNKED_FORM", form);
+      const EnvScope split_scope("GDN_CHUNKED_F32_SPLIT", split);
+      const std::string tag = std::string(form) + "_split" + split;
+      Case c = GetParam();
+      c.seed = fresh_seed();
+      RunOptions opt;
+      opt.backend = GDN_BACKEND_CUDA;
+      const RunResult r = run_case(c, opt);
+      ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << tag << ": " << to_string(c) << ": " << r.message;
+      EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << tag << ": " << chunked_report(c, r.errors);
+      RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
+      RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
+    }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, F32Inputs, ::testing::ValuesIn(f32_cases()), case_name);
 
@@ -787,6 +791,55 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
   EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
 }
 
+// The f32 split form against the fused kernel: the prepare kernel writes the fused kernel's own
+// X and P tiles (the same steps and roundings), so the chain gives the same bits, at 1, 2 and 4
+// CTAs a pair, dense and packed (slots between sequences, a zero-length one, padding); and its
+// workspace, one F32PreparedChunk per chunk slot and value head, is asked for.
+TEST(Forms, F32SplitMatchesFused) {
+  GDN_SKIP_WITHOUT_GPU();
+  for (const char* text : {"N=1,T=700,Hk=2,Hv=4", "N=2,T=333,Hk=1,Hv=3,layout=kv,sdtype=bf16,h0=0",
+                           "seqlens=3:0:300:129:64,Hk=2,Hv=6,map=tiled,pool=7,pad=1,inplace=1,gate=raw,l2norm=1,"
+                           "beta=logit",
+                           "N=2,T=300,Hk=2,Hv=4,pool=5,snap=pool,ckpt=2"}) {
+    Case c = parse_case(std::string(text) + ",K=128,V=128,dtype=f32");
+    c.seed = fresh_seed();
+    const GeneratedInputs pristine = generate(c);
+    for (const char* split : {"1", "2", "4"}) {
+      const EnvScope split_scope("GDN_CHUNKED_F32_SPLIT", split);
+      GeneratedInputs fused = pristine, prepared = pristine;
+      {
+        const EnvScope form("GDN_CHUNKED_FORM", "fused");
+        ASSERT_EQ(run_path(fused, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      }
+      {
+        const EnvScope form("GDN_CHUNKED_FORM", "split");
+        ASSERT_EQ(run_path(prepared, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+      }
+      EXPECT_TRUE(same_tensor_bits(prepared.o, fused.o)) << text << ", split " << split << ": o";
+      if (c.final_state)
+        EXPECT_TRUE(same_tensor_bits(*prepared.final_state_out(), *fused.final_state_out()))
+            << text << ", split " << split << ": final state";
+    }
+  }
+  Case c = parse_case("N=1,T=700,Hk=2,Hv=4,K=128,V=128,dtype=f32,path=chunked");
+  c.seed = fresh_seed();
+  GeneratedInputs in = generate(c);
+  DeviceBuffers dev(in, 0);
+  gdn_forward_args a = dev.args(in, GDN_BACKEND_CUDA, nullptr);
+  a.path = GDN_PATH_CHUNKED;
+  size_t bytes = 1;
+  {
+    const EnvScope form("GDN_CHUNKED_FORM", "fused");
+    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+    EXPECT_EQ(bytes, 0u);
+  }
+  const EnvScope form("GDN_CHUNKED_FORM", "split");
+  ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+  EXPECT_EQ(bytes, size_t(11 * 4) * sizeof(cuda::chunked::F32PreparedChunk));  // ceil(700 / C) Hv
+  EXPECT_EQ(gdn_forward(&a), GDN_STATUS_WORKSPACE_TOO_SMALL);
+  EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
+}
+
 // The exact sequence split against the unsplit chain, over segment counts, layouts, pools with
 // padding, in place, without initial or final state, both compared with the oracle: the split's
 // errors within tolerance and at most a quarter above the unsplit chain's. (Not bit for bit:
@@ -1052,7 +1105,10 @@ TEST(Device, InvalidStateIndexDense) {
     const FormScope scope(f);
     invalid_state_index_dense(f.name);
   }
-  invalid_state_index_dense("f32 inputs", "f32");
+  for (const char* form : {"fused", "split"}) {
+    const EnvScope scope("GDN_CHUNKED_FORM", form);
+    invalid_state_index_dense((std::string("f32 inputs, ") + form).c_str(), "f32");
+  }
 }
 
 TEST(Device, InvalidIndicesWriteNothing) {
@@ -1061,7 +1117,10 @@ TEST(Device, InvalidIndicesWriteNothing) {
     const FormScope scope(f);
     invalid_indices_write_nothing(f.name);
   }
-  invalid_indices_write_nothing("f32 inputs", "f32");
+  for (const char* form : {"fused", "split"}) {
+    const EnvScope scope("GDN_CHUNKED_FORM", form);
+    invalid_indices_write_nothing((std::string("f32 inputs, ") + form).c_str(), "f32");
+  }
 }
 
 // Checkpoints into a snapshot pool: an out-of-range snapshot index anywhere in sequence 1 (not
@@ -1111,8 +1170,11 @@ TEST(Device, InvalidCheckpointIndexWritesNothing) {
     invalid_checkpoint_index_writes_nothing(f.name, packed);
     invalid_checkpoint_index_writes_nothing(f.name, dense);
   }
-  invalid_checkpoint_index_writes_nothing("f32 inputs", "seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=f32,pool=6,"
-                                                        "snap=pool,ckpt=1");
+  for (const char* form : {"fused", "split"}) {
+    const EnvScope scope("GDN_CHUNKED_FORM", form);
+    invalid_checkpoint_index_writes_nothing((std::string("f32 inputs, ") + form).c_str(),
+                                            "seqlens=70:130:65,Hk=2,Hv=4,K=128,V=128,dtype=f32,pool=6,snap=pool,ckpt=1");
+  }
 }
 
 // One call captured in a CUDA graph and replayed gives the plain call's bits (windows: the
@@ -1159,8 +1221,11 @@ TEST(Device, GraphCaptureReplays) {
     // checkpoints into a pool: windows captured may run as one pass, beside the index words
     graph_capture_replays(f.name, "N=2,T=300,Hk=2,Hv=4,K=128,V=128,dtype=bf16,pool=6,snap=pool,ckpt=1");
   }
-  graph_capture_replays("f32 inputs", "seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=f32,pool=6,pad=1,"
-                                      "inplace=1");
+  for (const char* form : {"fused", "split"}) {
+    const EnvScope scope("GDN_CHUNKED_FORM", form);
+    graph_capture_replays((std::string("f32 inputs, ") + form).c_str(),
+                          "seqlens=130:0:64:200,Hk=2,Hv=4,K=128,V=128,dtype=f32,pool=6,pad=1,inplace=1");
+  }
 }
 
 // What the chunked path refuses, by name.
