@@ -59,7 +59,8 @@
 #              chunk|segment: every chunked kernel, the combine too) of KERNELS_CASE (default prefill-1x16384)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
 #              KERNELS_METRICS (default gpu__time_duration.sum) the Nsight Compute metrics,
-#              KERNELS_LIBS the builds ("lib NAME ...", default lib);
+#              KERNELS_LIBS the builds ("lib NAME ...", default lib), KERNELS_ARGS more bench_prefill.py
+#              options (e.g. --inputs f32);
 #   trace      (not in the default list) bench/ws_trace.py: the fused kernel's timeline by role
 #              (clock64 marks at its hand-offs) on TRACE_CASE (default prefill-4x8192), with the
 #              --add-lib builds TRACE_LIB (default trace; "a b": each), configured with -DGDN_WS_TRACE=ON:
@@ -329,7 +330,7 @@ if has kernels; then  # each chunked kernel's duration (Nsight Compute, one laun
         -k "regex:${KERNELS_REGEX:-chunk|segment}" --launch-count "${KERNELS_COUNT:-6}" \
         --metrics "${KERNELS_METRICS:-gpu__time_duration.sum}" --csv \
         python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" --out /tmp/ncu-kernels \
-        --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 > "$log" 2>&1
+        --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 ${KERNELS_ARGS:-} > "$log" 2>&1
       note "== kernels ($name: ${settings[$i]}, ${KERNELS_CASE:-prefill-1x16384}): rc=$?"
       grep -E '"(gpu|dram|lts|sm|l1tex)__' "$log" | awk -F'","' '{print $5, $(NF-2), $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
     done

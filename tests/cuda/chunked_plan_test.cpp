@@ -126,6 +126,14 @@ TEST(F32ValueSplit, ExtraCtasOnlyOnIdleSms) {
   EXPECT_EQ(f32_value_split(8, kSms, 3), 4);        // not a split: the library's choice
 }
 
+TEST(F32SplitForm, FewPairsAndLongSequencesOnly) {
+  EXPECT_TRUE(f32_split_form(f32_value_split(1 * 32, kSms, 0), 64));    // 1 x 4096, Hv 32
+  EXPECT_TRUE(f32_split_form(f32_value_split(1 * 64, kSms, 0), 512));   // 1 x 32768, Hv 64
+  EXPECT_FALSE(f32_split_form(f32_value_split(4 * 32, kSms, 0), 128));  // 4 x 8192: one CTA a pair
+  EXPECT_FALSE(f32_split_form(f32_value_split(1 * 32, kSms, 0), kF32SplitMinChunks - 1));
+  EXPECT_TRUE(f32_split_form(f32_value_split(1 * 32, kSms, 0), kF32SplitMinChunks));
+}
+
 TEST(WindowPlan, BenchmarkShapes) {
   const size_t chunk = sizeof(PreparedChunk), state = size_t(kV) * kK * 4;  // one head's
   // 1 x 65536, Hv 32: 64 chain CTAs, under half the SMs: overlapped windows of 96 chunks (the
