@@ -168,6 +168,16 @@ __device__ __forceinline__ void prefetch_rows_f32(const TokenView& view, int64_t
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(base + int64_t(e / kLines) * view.tok * 4 + (e % kLines) * 128));
 }
 
+// A row's four pieces a lane scaled by rsqrt(sum x^2 + 1e-6), the sum over the warp's 32 lanes
+// (the L2 norm of a 128-element row).
+__device__ __forceinline__ float4 l2_normalised(float4 x) {
+  float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float rn = rsqrtf(ss + 1e-6f);
+  return make_float4(x.x * rn, x.y * rn, x.z * rn, x.w * rn);
+}
+
 // Rows (optionally scaled by rsqrt(sum x^2 + 1e-6) first: the L2 norm) split in place into
 // their tf32 high parts and, in `lo`, the remainders: warp w rows w, w + 8, ..., lane l columns
 // [4 l, +4) (the pieces this thread copied).
@@ -176,18 +186,21 @@ __device__ __forceinline__ void split_rows_f32(float (*tile)[kLdF32Tok], float (
 #pragma unroll 2
   for (int r = warp; r < kC; r += kWarps) {
     float4 x = *reinterpret_cast<const float4*>(&tile[r][4 * lane]);
-    if (normalise) {
-      float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-      const float rn = rsqrtf(ss + 1e-6f);
-      x = make_float4(x.x * rn, x.y * rn, x.z * rn, x.w * rn);
-    }
+    if (normalise) x = l2_normalised(x);
     const Tf32Pair sx = split_tf32(x.x), sy = split_tf32(x.y), sz = split_tf32(x.z), sw = split_tf32(x.w);
     *reinterpret_cast<float4*>(&tile[r][4 * lane]) =
         make_float4(__uint_as_float(sx.hi), __uint_as_float(sy.hi), __uint_as_float(sz.hi), __uint_as_float(sw.hi));
     *reinterpret_cast<float4*>(&lo[r][4 * lane]) =
         make_float4(__uint_as_float(sx.lo), __uint_as_float(sy.lo), __uint_as_float(sz.lo), __uint_as_float(sw.lo));
+  }
+}
+
+// Rows scaled in place by l2_normalised (split_rows_f32's norm, without the split): warp w
+// rows w, w + 8, ..., lane l columns [4 l, +4) (the pieces this thread copied).
+__device__ __forceinline__ void normalise_rows_f32(float (*tile)[kLdF32Tok], int warp, int lane) {
+#pragma unroll 2
+  for (int r = warp; r < kC; r += kWarps) {
+    *reinterpret_cast<float4*>(&tile[r][4 * lane]) = l2_normalised(*reinterpret_cast<const float4*>(&tile[r][4 * lane]));
   }
 }
 
@@ -213,39 +226,74 @@ __device__ __forceinline__ void store_rows_f32(const ChunkParams& p, const float
 
 // ---- the chunk's state-independent steps
 
-// Kn Kn^T and Qn Kn^T on tensor cores (3xTF32, both operands from the split tiles, the A fragments
-// in the permuted k order): warp w forms rows [16 (w % 4), +16) x columns [32 (w / 4), +32) of
-// both (two warps' blocks lie wholly above the diagonal: zeros). They need no gate, so the split
-// form's prepare kernel forms them once for every value head of a key head.
+// Kn Kn^T and Qn Kn^T on tensor cores (3xTF32, the A fragments in the permuted k order): warp w
+// forms rows [16 (w % 4), +16) x columns [32 (w / 4), +32) of both (two warps' blocks lie wholly
+// above the diagonal: zeros). Both operands from the split tiles (rows.q_lo, rows.k_lo), or with
+// kSplitAtUse from f32 tiles, split as they are read (the same parts, so the same sums). They
+// need no gate, so the split form's prepare kernel forms them once for every value head of a key
+// head.
 struct F32KeyProducts {
   float kk[4][4], qk[4][4];  // the warp's m16n8 tiles (columns c0 + 8 nt)
 };
-template <class Sm>
-__device__ __forceinline__ F32KeyProducts key_products_f32(const Sm& s, int warp, int lane) {
+struct F32RowTiles {
+  const float (*q)[kLdF32Tok];
+  const float (*k)[kLdF32Tok];
+  const float (*q_lo)[kLdF32Tok];  // (unused with kSplitAtUse)
+  const float (*k_lo)[kLdF32Tok];
+};
+template <bool kSplitAtUse>
+__device__ __forceinline__ F32KeyProducts key_products_f32(const F32RowTiles& rows, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
   const int r0 = 16 * (warp & 3), c0 = 32 * (warp >> 2);
+  const auto a_operand = [&](const float (*t)[kLdF32Tok], const float (*t_lo)[kLdF32Tok], int col) {
+    if constexpr (kSplitAtUse) {
+      const float2 x0 = *reinterpret_cast<const float2*>(&t[r0 + g][col]);
+      const float2 x8 = *reinterpret_cast<const float2*>(&t[r0 + g + 8][col]);
+      return a_fragment({x0.x, x0.y, x8.x, x8.y});
+    } else {
+      return a_from_rows(t, t_lo, r0, g, col);
+    }
+  };
   F32KeyProducts r = {};
   if (c0 <= r0 + 15) {  // (warp-uniform)
 #pragma unroll 4
     for (int kt = 0; kt < kK / 8; ++kt) {
       const int col = 8 * kt + 2 * q;
-      const Tf32Frag ak = a_from_rows(s.k, s.k_lo, r0, g, col), aq = a_from_rows(s.q, s.q_lo, r0, g, col);
+      const Tf32Frag ak = a_operand(rows.k, rows.k_lo, col), aq = a_operand(rows.q, rows.q_lo, col);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        const Tf32B kb = b_from_row(s.k, s.k_lo, c0 + 8 * nt + g, col);
-        mma_3xtf32(r.kk[nt], ak, kb);
-        mma_3xtf32(r.qk[nt], aq, kb);
+        const int row = c0 + 8 * nt + g;
+        if constexpr (kSplitAtUse) {
+          const float2 kb = *reinterpret_cast<const float2*>(&rows.k[row][col]);
+          const Tf32Pair s0 = split_tf32(kb.x), s1 = split_tf32(kb.y);
+          const Tf32B b{s0.hi, s1.hi, s0.lo, s1.lo};
+          mma_3xtf32(r.kk[nt], ak, b);
+          mma_3xtf32(r.qk[nt], aq, b);
+        } else {
+          const Tf32B b = b_from_row(rows.k, rows.k_lo, row, col);
+          mma_3xtf32(r.kk[nt], ak, b);
+          mma_3xtf32(r.qk[nt], aq, b);
+        }
       }
     }
   }
   return r;
 }
 
+// The tiles the inverse and the masks work on: F32Smem's own, or the prepare kernel's over its
+// rows (F32PrepSmem).
+struct F32KeyTiles {
+  float (*a)[kLdF32CC];  // [C, C] A (strictly lower; the merges keep Z above the diagonal)
+  float (*x)[kLdF32CC];  // [C, C] X
+  float (*p)[kLdF32CC];  // [C, C] P
+  const float* G;        // [C] chunk_gates
+  const float* beta;     // [C]
+};
+
 // A and P from the key products and a value head's gates (s.G, s.beta): their masks, zeros above
 // the diagonal.
-template <class Sm>
-__device__ __forceinline__ void mask_key_products_f32(const ChunkParams& p, Sm& s, const F32KeyProducts& r, int warp,
-                                                      int lane) {
+__device__ __forceinline__ void mask_key_products_f32(const ChunkParams& p, const F32KeyTiles& s,
+                                                      const F32KeyProducts& r, int warp, int lane) {
   const int g = lane >> 2, q = lane & 3;
   const int r0 = 16 * (warp & 3), c0 = 32 * (warp >> 2);
 #pragma unroll
@@ -267,8 +315,7 @@ __device__ __forceinline__ void mask_key_products_f32(const ChunkParams& p, Sm& 
 // X_mc, lane i % 4 storing X_ic, zeros above the diagonal. Then block row by block row (i = b +
 // 1 .. 3) on tensor cores (3xTF32): Z_ib = sum_{b <= m < i} A_im X_mb, kept in A's unused block
 // above the diagonal at (b, i), and X_ib = -X_ii Z_ib.
-template <class Sm>
-__device__ __forceinline__ void invert_unit_lower_f32(Sm& s, int warp, int lane) {
+__device__ __forceinline__ void invert_unit_lower_f32(const F32KeyTiles& s, int warp, int lane) {
   const int b = warp >> 1, n0 = 16 * b + 8 * (warp & 1);  // the strip's first column
   {
     // lane r of column c's group holds the block's rows 16 b + r + 4 j (x[j], j = 0..3) in
@@ -343,7 +390,7 @@ __device__ __forceinline__ void prefetch_prepared_f32(const F32PreparedChunk& in
 }
 
 // The prepare kernel's X and P tiles out to the workspace (16-byte stores).
-__device__ __forceinline__ void store_prepared_f32(const F32PrepSmem& s, F32PreparedChunk& out, int tid) {
+__device__ __forceinline__ void store_prepared_f32(const F32KeyTiles& s, F32PreparedChunk& out, int tid) {
   constexpr int kPieces = kC * kC / 4;
 #pragma unroll
   for (int e = tid; e < 2 * kPieces; e += kThreads) {
@@ -356,12 +403,12 @@ __device__ __forceinline__ void store_prepared_f32(const F32PrepSmem& s, F32Prep
 }
 
 // The split form's preparation: one CTA of 8 warps per (chunk slot blockIdx.x, key head
-// blockIdx.y), every chunk at once. It forms Kn Kn^T and Qn Kn^T once, then for each value head of
-// the key head (the ratio's) that head's A and P, the inverse X, and writes X and P to the head's
-// prepared chunk: the fused kernel's steps and roundings, so the chain gets the same bits. Slots no
-// chunk uses, flagged sequences and padding are left alone (the chain writes nothing, or o's
-// zeros, for them).
-__global__ void __launch_bounds__(kThreads, 1) chunked_prepare_f32_kernel(const __grid_constant__ ChunkParams p) {
+// blockIdx.y), every chunk at once, two CTAs an SM (F32PrepSmem: the rows in f32, split at each
+// use). It forms Kn Kn^T and Qn Kn^T once, then for each value head of the key head (the ratio's)
+// that head's A and P, the inverse X, and writes X and P to the head's prepared chunk: the fused
+// kernel's steps and roundings, so the chain gets the same bits. Slots no chunk uses, flagged
+// sequences and padding are left alone (the chain writes nothing, or o's zeros, for them).
+__global__ void __launch_bounds__(kThreads, 2) chunked_prepare_f32_kernel(const __grid_constant__ ChunkParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   F32PrepSmem& s = *reinterpret_cast<F32PrepSmem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -372,24 +419,31 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prepare_f32_kernel(const 
   if (!resolve_sequence(p, n, sq) || sq.slot < 0) return;
   const int64_t tok0 = sq.bos + c * kC;
   const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
-  load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
-  load_rows_f32(p.k, n, tok0, rows, j, s.k, warp, lane);
+  float (*q)[kLdF32Tok] = s.rows[0];
+  float (*k)[kLdF32Tok] = s.rows[1];
+  load_rows_f32(p.q, n, tok0, rows, j, q, warp, lane);
+  load_rows_f32(p.k, n, tok0, rows, j, k, warp, lane);
   cp_async_commit();
   cp_async_wait<0>();
-  split_rows_f32(s.q, s.q_lo, p.l2norm, warp, lane);
-  split_rows_f32(s.k, s.k_lo, p.l2norm, warp, lane);
+  if (p.l2norm) {
+    normalise_rows_f32(q, warp, lane);
+    normalise_rows_f32(k, warp, lane);
+  }
   __syncthreads();
-  const F32KeyProducts products = key_products_f32(s, warp, lane);
+  const F32KeyProducts products = key_products_f32<true>({q, k, nullptr, nullptr}, warp, lane);
+  float* over = &s.rows[0][0][0];  // A, X, P over the rows, once the products are in registers
+  const F32KeyTiles t{reinterpret_cast<float(*)[kLdF32CC]>(over), reinterpret_cast<float(*)[kLdF32CC]>(over + kC * kLdF32CC),
+                      reinterpret_cast<float(*)[kLdF32CC]>(over + 2 * kC * kLdF32CC), s.G, s.beta};
   F32PreparedChunk* out = static_cast<F32PreparedChunk*>(p.prepared) + int64_t(blockIdx.x) * p.Hv;
   for (int i = 0; i < p.ratio; ++i) {
     const int h = p.tiled ? j + p.Hk * i : j * p.ratio + i;  // the key head's value heads
     if (warp == 0) chunk_gates(p, s.G, s.beta, head_gate(p, h), load_raw_gates(p, n, sq, h, c, lane), rows, lane);
-    __syncthreads();  // the gates; the head before's X and P are out
-    mask_key_products_f32(p, s, products, warp, lane);
+    __syncthreads();  // the gates; the rows read (the first head), the head before's X and P out
+    mask_key_products_f32(p, t, products, warp, lane);
     __syncthreads();
-    invert_unit_lower_f32(s, warp, lane);
+    invert_unit_lower_f32(t, warp, lane);
     __syncthreads();
-    store_prepared_f32(s, out[h], tid);
+    store_prepared_f32(t, out[h], tid);
   }
 }
 
@@ -496,9 +550,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       s.tail[tid] = expf(s.G[kC - 1] - s.G[tid]);  // padding rows: g = 0, so G_C is the last live token's
     }
     if constexpr (!kPrepared) {
-      mask_key_products_f32(p, s, key_products_f32(s, warp, lane), warp, lane);
+      const F32KeyTiles t{s.a, s.x, s.p, s.G, s.beta};
+      mask_key_products_f32(p, t, key_products_f32<false>({s.q, s.k, s.q_lo, s.k_lo}, warp, lane), warp, lane);
       __syncthreads();
-      invert_unit_lower_f32(s, warp, lane);
+      invert_unit_lower_f32(t, warp, lane);
     }
 
     // Y^T = S Kn^T and O^T = S Qn^T over the warp's key columns (one pass over them)

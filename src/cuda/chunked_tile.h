@@ -450,14 +450,14 @@ struct F32Smem {
   float tail[kC];             // exp(G_C - G_t)
 };
 
-// The f32 split form's prepare kernel (chunked_f32.cu): F32Smem without Vc's tile (the chunk's
-// key side alone), so that its static word for a packed batch's slot owner fits beside it.
+// The f32 split form's prepare kernel (chunked_f32.cu), two CTAs an SM: the chunk's q and k rows
+// in f32 (split into tf32 parts at each use), and once their products are in registers, A, X
+// and P over them.
 struct F32PrepSmem {
-  float q[kC][kLdF32Tok], k[kC][kLdF32Tok];        // [C, K] Qn, Kn: high parts
-  float q_lo[kC][kLdF32Tok], k_lo[kC][kLdF32Tok];  // [C, K] their remainders
-  float a[kC][kLdF32CC], x[kC][kLdF32CC], p[kC][kLdF32CC];  // [C, C] A, X, P as F32Smem's
-  float G[kC], beta[kC];                           // chunk_gates
+  float rows[2][kC][kLdF32Tok];  // [C, K] Qn, Kn; then [3][C, C] A, X, P
+  float G[kC], beta[kC];         // chunk_gates
 };
+static_assert(3 * kC * kLdF32CC <= 2 * kC * kLdF32Tok, "A, X and P fit over the rows");
 
 // The f32 split form's prepared chunk, one per (chunk slot, value head) of the workspace: the key
 // side of the chunk as the fused f32 kernel forms it in shared memory (the same bits), which the
@@ -483,11 +483,13 @@ constexpr int f32_value_split(int64_t pairs, int sms, int64_t forced) {
 // Whether f32 inputs run in the split form (a prepare kernel forms every chunk's key side at once,
 // over all SMs, into the workspace; the chain kernel copies it in): where the fused kernel would
 // split a pair's state over CTAs (value_split > 1: few pairs), each forming the same key side, and
-// the sequences are long enough that a second launch pays (kF32SplitMinChunks chunks a sequence).
-// Measured: docs/NOTES.md, fifty-seventh session.
-inline constexpr int64_t kF32SplitMinChunks = 4;
+// the sequences are long enough that a second launch pays: 4 chunks at four CTAs a pair, 8 at two
+// (measured, H200, N = 1 or 2, fused / split ms: four CTAs T = 192 0.065 / 0.069, 256 0.085 /
+// 0.080; two CTAs T = 256 0.096 / 0.103 and 0.100 / 0.111 (Hv 64), 512 0.179 / 0.177 and 0.179
+// / 0.163, 1024 0.335 / 0.324; docs/NOTES.md, fifty-seventh session).
+inline constexpr int64_t kF32SplitMinChunks = 4;  // at kF32MaxValueSplit CTAs a pair
 constexpr bool f32_split_form(int value_split, int64_t chunks_per_sequence) {
-  return value_split > 1 && chunks_per_sequence >= kF32SplitMinChunks;
+  return value_split > 1 && chunks_per_sequence * value_split >= kF32SplitMinChunks * kF32MaxValueSplit;
 }
 
 // The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:

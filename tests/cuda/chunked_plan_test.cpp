@@ -130,8 +130,10 @@ TEST(F32SplitForm, FewPairsAndLongSequencesOnly) {
   EXPECT_TRUE(f32_split_form(f32_value_split(1 * 32, kSms, 0), 64));    // 1 x 4096, Hv 32
   EXPECT_TRUE(f32_split_form(f32_value_split(1 * 64, kSms, 0), 512));   // 1 x 32768, Hv 64
   EXPECT_FALSE(f32_split_form(f32_value_split(4 * 32, kSms, 0), 128));  // 4 x 8192: one CTA a pair
-  EXPECT_FALSE(f32_split_form(f32_value_split(1 * 32, kSms, 0), kF32SplitMinChunks - 1));
-  EXPECT_TRUE(f32_split_form(f32_value_split(1 * 32, kSms, 0), kF32SplitMinChunks));
+  EXPECT_FALSE(f32_split_form(4, 3));  // four CTAs a pair: from 4 chunks
+  EXPECT_TRUE(f32_split_form(4, 4));
+  EXPECT_FALSE(f32_split_form(2, 7));  // two: from 8
+  EXPECT_TRUE(f32_split_form(2, 8));
 }
 
 TEST(WindowPlan, BenchmarkShapes) {
