@@ -135,16 +135,25 @@ __device__ __forceinline__ bool rows_aligned16(const TokenView& view) {
 // columns [0, kCols) (zeros past rows): a warp takes 32 / (kCols / 4) rows at once, each lane
 // 4 columns (kCols = 128: warp w rows w, w + 8, ..., lane l columns [4 l, +4)). By cp.async
 // where the view's rows are 16-byte aligned (all of a chunk's copies in flight at once: the
-// caller commits and waits), else by loads.
+// caller commits and waits), else by loads. A whole chunk of aligned rows, the common case, is
+// straight-line code (one address, then a fixed stride: Nsight Compute had the copies' address
+// arithmetic and branches at 14% of the split form's chain).
 template <int kCols = kK>
 __device__ __forceinline__ void load_rows_f32(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
                                               float (*tile)[kLdF32Tok], int warp, int lane, int col0 = 0) {
-  constexpr int kLanesRow = kCols / 4, kRowsAtOnce = 32 / kLanesRow;
-  const int col = 4 * (lane % kLanesRow);
-  const bool vec = rows_aligned16(view);
+  constexpr int kLanesRow = kCols / 4, kRowsAtOnce = 32 / kLanesRow, kStep = kRowsAtOnce * kWarps;
+  const int col = 4 * (lane % kLanesRow), r0 = kRowsAtOnce * warp + lane / kLanesRow;
   const float* base = static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + col0 + col;
+  const bool vec = rows_aligned16(view);
+  if (vec && rows == kC) {  // (uniform)
+    const float* src = base + r0 * view.tok;
+    const int64_t step = kStep * view.tok;
 #pragma unroll
-  for (int r = kRowsAtOnce * warp + lane / kLanesRow; r < kC; r += kRowsAtOnce * kWarps) {
+    for (int i = 0; i < kC / kStep; ++i) cp_async16(&tile[r0 + kStep * i][col], src + i * step, 16);
+    return;
+  }
+#pragma unroll
+  for (int r = r0; r < kC; r += kStep) {
     const bool live = r < rows;
     const float* src = base + (live ? r : 0) * view.tok;
     if (vec) {
@@ -157,15 +166,17 @@ __device__ __forceinline__ void load_rows_f32(const TokenView& view, int64_t n, 
 }
 
 // The rows of the next chunk into the L2 (one prefetch a 128-byte line of columns [col0, col0 +
-// kCols)), while this one runs.
+// kCols): at most one a thread), while this one runs.
 template <int kCols = kK>
 __device__ __forceinline__ void prefetch_rows_f32(const TokenView& view, int64_t n, int64_t tok0, int rows, int head,
                                                   int tid, int col0 = 0) {
-  constexpr int kLines = kCols / 32;
-  const char* base = reinterpret_cast<const char*>(
-      static_cast<const float*>(view.p) + n * view.seq + tok0 * view.tok + head * view.head + col0);
-  for (int e = tid; e < rows * kLines; e += kThreads)
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(base + int64_t(e / kLines) * view.tok * 4 + (e % kLines) * 128));
+  constexpr unsigned kLines = kCols / 32;
+  static_assert(kC * kLines <= kThreads, "one line a thread");
+  const unsigned e = unsigned(tid);
+  if (e >= unsigned(rows) * kLines) return;
+  const char* line = reinterpret_cast<const char*>(static_cast<const float*>(view.p) + n * view.seq +
+                                                   (tok0 + int64_t(e / kLines)) * view.tok + head * view.head + col0);
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line + (e % kLines) * 128));
 }
 
 // A row's four pieces a lane scaled by rsqrt(sum x^2 + 1e-6), the sum over the warp's 32 lanes
@@ -368,37 +379,36 @@ __device__ __forceinline__ void invert_unit_lower_f32(const F32KeyTiles& s, int 
 
 // ---- the split form's prepared chunks (F32PreparedChunk, chunked_tile.h)
 
-// X and P of one prepared chunk into the chain's tiles, by cp.async (16-byte pieces; the caller
-// commits and waits with the chunk's rows).
+// X and P of one prepared chunk into the chain's tiles, by cp.async (16-byte pieces: thread t
+// rows t / 16 + 16 i, columns 4 (t % 16) of both; the caller commits and waits with the chunk's
+// rows).
+inline constexpr int kPiecesRow = kC / 4, kPieceRows = kThreads / kPiecesRow;
+static_assert(kC % kPieceRows == 0, "whole passes over a [C, C] tile");
 __device__ __forceinline__ void load_prepared_f32(const F32PreparedChunk& in, F32Smem& s, int tid) {
-  constexpr int kPieces = kC * kC / 4;  // a tile's
+  const int r = int(unsigned(tid) / kPiecesRow), c = 4 * int(unsigned(tid) % kPiecesRow);
 #pragma unroll
-  for (int e = tid; e < 2 * kPieces; e += kThreads) {
-    const int r = (e % kPieces) / (kC / 4), c = 4 * (e % (kC / 4));
-    if (e < kPieces)
-      cp_async16(&s.x[r][c], &in.x[r][c], 16);
-    else
-      cp_async16(&s.p[r][c], &in.p[r][c], 16);
+  for (int i = 0; i < kC / kPieceRows; ++i) {
+    cp_async16(&s.x[r + kPieceRows * i][c], &in.x[r + kPieceRows * i][c], 16);
+    cp_async16(&s.p[r + kPieceRows * i][c], &in.p[r + kPieceRows * i][c], 16);
   }
 }
 
 // The next prepared chunk into the L2 (one prefetch a 128-byte line), while this one runs.
 __device__ __forceinline__ void prefetch_prepared_f32(const F32PreparedChunk& in, int tid) {
-  constexpr int kLines = int(sizeof(F32PreparedChunk) / 128);
-  for (int e = tid; e < kLines; e += kThreads)
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(&in) + 128 * e));
+  constexpr unsigned kLines = sizeof(F32PreparedChunk) / 128;
+  static_assert(kLines <= kThreads, "one line a thread");
+  if (unsigned(tid) < kLines)
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(&in) + 128 * tid));
 }
 
-// The prepare kernel's X and P tiles out to the workspace (16-byte stores).
+// The prepare kernel's X and P tiles out to the workspace (16-byte stores, load_prepared_f32's
+// pieces).
 __device__ __forceinline__ void store_prepared_f32(const F32KeyTiles& s, F32PreparedChunk& out, int tid) {
-  constexpr int kPieces = kC * kC / 4;
+  const int r = int(unsigned(tid) / kPiecesRow), c = 4 * int(unsigned(tid) % kPiecesRow);
 #pragma unroll
-  for (int e = tid; e < 2 * kPieces; e += kThreads) {
-    const int r = (e % kPieces) / (kC / 4), c = 4 * (e % (kC / 4));
-    if (e < kPieces)
-      *reinterpret_cast<float4*>(&out.x[r][c]) = *reinterpret_cast<const float4*>(&s.x[r][c]);
-    else
-      *reinterpret_cast<float4*>(&out.p[r][c]) = *reinterpret_cast<const float4*>(&s.p[r][c]);
+  for (int i = 0; i < kC / kPieceRows; ++i) {
+    *reinterpret_cast<float4*>(&out.x[r + kPieceRows * i][c]) = *reinterpret_cast<const float4*>(&s.x[r + kPieceRows * i][c]);
+    *reinterpret_cast<float4*>(&out.p[r + kPieceRows * i][c]) = *reinterpret_cast<const float4*>(&s.p[r + kPieceRows * i][c]);
   }
 }
 
@@ -527,12 +537,14 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
     const int64_t tok0 = sq.bos + c * kC;
     const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
     __syncthreads();  // chunk c - 1 is done with every tile
+    RawGates raw;  // (warp 0: in flight while the copies go out)
+    if (warp == 0) raw = load_raw_gates(p, n, sq, h, c, lane);
     load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
     load_rows_f32(p.k, n, tok0, rows, j, s.k, warp, lane);
     load_rows_f32<Sp::kRows>(p.v, n, tok0, rows, h, s.v, warp, lane, v0);
     if constexpr (kPrepared) load_prepared_f32(prepared(c), s, tid);
     cp_async_commit();
-    if (warp == 0) chunk_gates(p, s.G, s.beta, hg, load_raw_gates(p, n, sq, h, c, lane), rows, lane);
+    if (warp == 0) chunk_gates(p, s.G, s.beta, hg, raw, rows, lane);
     if (c + 1 < chunks) {  // the next chunk's rows on their way to the L2 while this one runs
       const int next_rows = int(sq.len - (c + 1) * kC < kC ? sq.len - (c + 1) * kC : kC);
       prefetch_rows_f32(p.q, n, tok0 + kC, next_rows, j, tid);
