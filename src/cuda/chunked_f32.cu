@@ -4,10 +4,11 @@
 // chunked_steps.cuh's load_state / store_state / store_checkpoint layout); or, where a batch has
 // few (sequence, value head) pairs, two or four CTAs a pair, each with V / 2 or V / 4 of the
 // state's rows over its 8 warps (F32Split below; f32_value_split in chunked_tile.h picks).
-// The split form (f32_split_form in chunked_tile.h: few pairs, long sequences): every chunk's key
-// side (A's inverse X, and P) formed at once over all SMs by a prepare kernel into the workspace
-// (F32PreparedChunk), then the same kernel as a chain that copies X and P in instead of forming
-// them, so the CTAs of a pair no longer each form the key side in their turn.
+// The split form (f32_split_form in chunked_tile.h: from 2, 4 or 6 chunks a sequence by the value
+// split): every chunk's key side (A's inverse X, and P) formed at once over all SMs, two CTAs an
+// SM, by a prepare kernel into the workspace (F32PreparedChunk), then the same kernel as a chain
+// that copies X and P in instead of forming them, so the CTAs of a pair no longer each form the
+// key side in their turn.
 // Every product that touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi
 // its top 19 bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi
 // b_lo + a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products and the

@@ -481,15 +481,20 @@ constexpr int f32_value_split(int64_t pairs, int sms, int64_t forced) {
 }
 
 // Whether f32 inputs run in the split form (a prepare kernel forms every chunk's key side at once,
-// over all SMs, into the workspace; the chain kernel copies it in): where the fused kernel would
-// split a pair's state over CTAs (value_split > 1: few pairs), each forming the same key side, and
-// the sequences are long enough that a second launch pays: 4 chunks at four CTAs a pair, 8 at two
-// (measured, H200, N = 1 or 2, fused / split ms: four CTAs T = 192 0.065 / 0.069, 256 0.085 /
-// 0.080; two CTAs T = 256 0.096 / 0.103 and 0.100 / 0.111 (Hv 64), 512 0.179 / 0.177 and 0.179
-// / 0.163, 1024 0.335 / 0.324; docs/NOTES.md, fifty-seventh session).
-inline constexpr int64_t kF32SplitMinChunks = 4;  // at kF32MaxValueSplit CTAs a pair
+// over all SMs, two CTAs an SM, into the workspace; the chain kernel copies it in) rather than
+// fused (each CTA forms its chunks' key side in turn, one CTA an SM, and where a pair's state is
+// split over CTAs, each of them the same key side): from a number of chunks a sequence that
+// depends on the value split, measured (H200, Hv 32 unless said, `gdn bench`, fused / split ms,
+// docs/NOTES.md, fifty-seventh session):
+//   four CTAs a pair  N = 1, T = 192 0.062 / 0.064, T = 256 0.085 / 0.080: from 4 chunks;
+//   two               N = 2, T = 256 0.092 / 0.095 (Hv 64: 0.090 / 0.100), T = 384 0.128 /
+//                     0.124, T = 512 0.167 / 0.150: from 6;
+//   one               N = 8, T = 128 0.153 / 0.151, T = 256 0.251 / 0.241; N = 32, T = 64 0.315 /
+//                     0.292, T = 128 0.602 / 0.496; 4 x 8192 2.967 / 2.816: from 2 (a single
+//                     chunk stays fused: no workspace for the shortest calls).
+constexpr int64_t f32_split_min_chunks(int value_split) { return value_split >= 4 ? 4 : value_split == 2 ? 6 : 2; }
 constexpr bool f32_split_form(int value_split, int64_t chunks_per_sequence) {
-  return value_split > 1 && chunks_per_sequence * value_split >= kF32SplitMinChunks * kF32MaxValueSplit;
+  return chunks_per_sequence >= f32_split_min_chunks(value_split);
 }
 
 // The most shared memory any chunked kernel's block takes: a device must allow this much (Hopper:

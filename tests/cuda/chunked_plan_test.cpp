@@ -126,14 +126,16 @@ TEST(F32ValueSplit, ExtraCtasOnlyOnIdleSms) {
   EXPECT_EQ(f32_value_split(8, kSms, 3), 4);        // not a split: the library's choice
 }
 
-TEST(F32SplitForm, FewPairsAndLongSequencesOnly) {
+TEST(F32SplitForm, FromTheMeasuredChunkCounts) {
   EXPECT_TRUE(f32_split_form(f32_value_split(1 * 32, kSms, 0), 64));    // 1 x 4096, Hv 32
   EXPECT_TRUE(f32_split_form(f32_value_split(1 * 64, kSms, 0), 512));   // 1 x 32768, Hv 64
-  EXPECT_FALSE(f32_split_form(f32_value_split(4 * 32, kSms, 0), 128));  // 4 x 8192: one CTA a pair
+  EXPECT_TRUE(f32_split_form(f32_value_split(4 * 32, kSms, 0), 128));   // 4 x 8192: one CTA a pair
   EXPECT_FALSE(f32_split_form(4, 3));  // four CTAs a pair: from 4 chunks
   EXPECT_TRUE(f32_split_form(4, 4));
-  EXPECT_FALSE(f32_split_form(2, 7));  // two: from 8
-  EXPECT_TRUE(f32_split_form(2, 8));
+  EXPECT_FALSE(f32_split_form(2, 5));  // two: from 6
+  EXPECT_TRUE(f32_split_form(2, 6));
+  EXPECT_FALSE(f32_split_form(1, 1));  // one: from 2
+  EXPECT_TRUE(f32_split_form(1, 2));
 }
 
 TEST(WindowPlan, BenchmarkShapes) {
