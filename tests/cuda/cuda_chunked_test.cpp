@@ -194,24 +194,29 @@ std::vector<Case> named_cases(const Named (&named)[kCount], const std::string& m
 
 std::vector<Case> oracle_cases() { return named_cases(kOracleCases, ",K=128,V=128,path=chunked"); }
 
+// One run of `base` with a fresh seed on the cuda backend against the oracle at the chunked
+// tolerance (failures say `label`), its errors recorded as test properties under `tag`.
+void run_against_oracle(const Case& base, const std::string& label, const std::string& tag) {
+  Case c = base;
+  c.seed = fresh_seed();
+  RunOptions opt;
+  opt.backend = GDN_BACKEND_CUDA;
+  const RunResult r = run_case(c, opt);
+  ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << label << ": " << to_string(c) << ": " << r.message;
+  EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << label << ": " << chunked_report(c, r.errors);
+  ::testing::Test::RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
+  ::testing::Test::RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
+}
+
 class Oracle : public ::testing::TestWithParam<Case> {};
 TEST_P(Oracle, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
   for (const Form& f : kForms) {
     const FormScope scope(f);
-    const char* form = f.name;
-    Case c = GetParam();
-    c.seed = fresh_seed();
-    RunOptions opt;
-    opt.backend = GDN_BACKEND_CUDA;
-    const RunResult r = run_case(c, opt);
-    ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << form << ": " << to_string(c) << ": " << r.message;
-    EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << form << ": " << chunked_report(c, r.errors);
     const std::string tag = std::string(f.form) + (f.segments ? f.segments : "") + (f.windows ? f.windows : "") +
                             (f.tma ? std::string("_tma") + f.tma : "") + (f.chain ? std::string("_") + f.chain : "") +
                             (f.prep_heads ? std::string("_prep") + f.prep_heads : "");
-    RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
-    RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
+    run_against_oracle(GetParam(), f.name, tag);
   }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), case_name);
@@ -259,15 +264,7 @@ TEST_P(F32Inputs, MatchesOracle) {
       const EnvScope form_scope("GDN_CHUNKED_FORM", form);
       const EnvScope split_scope("GDN_CHUNKED_F32_SPLIT", split);
       const std::string tag = std::string(form) + "_split" + split;
-      Case c = GetParam();
-      c.seed = fresh_seed();
-      RunOptions opt;
-      opt.backend = GDN_BACKEND_CUDA;
-      const RunResult r = run_case(c, opt);
-      ASSERT_EQ(r.status, GDN_STATUS_SUCCESS) << tag << ": " << to_string(c) << ": " << r.message;
-      EXPECT_TRUE(r.errors.pass(chunked_tolerance(c))) << tag << ": " << chunked_report(c, r.errors);
-      RecordProperty("rel_err_o_" + tag, std::to_string(r.errors.o));
-      RecordProperty("rel_err_state_" + tag, std::to_string(r.errors.final_state));
+      run_against_oracle(GetParam(), tag, tag);
     }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, F32Inputs, ::testing::ValuesIn(f32_cases()), case_name);
@@ -756,8 +753,22 @@ TEST(Forms, PackedTailIgnoresNextSequence) {
   }
 }
 
+// The workspace a chunked call of case `text` asks for under GDN_CHUNKED_FORM=form.
+size_t chunked_workspace_bytes(const std::string& text, const char* form) {
+  Case c = parse_case(text);
+  c.seed = fresh_seed();
+  GeneratedInputs in = generate(c);
+  DeviceBuffers dev(in, 0);
+  gdn_forward_args a = dev.args(in, GDN_BACKEND_CUDA, nullptr);
+  a.path = GDN_PATH_CHUNKED;
+  const EnvScope scope("GDN_CHUNKED_FORM", form);
+  size_t bytes = 1;
+  EXPECT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
+  return bytes;
+}
+
 // The split form asks for its workspace (the prepared chunks) and refuses a call without it or
-// with a misaligned one; the fused form asks for none.
+// with a misaligned one; the fused form asks for none (f32 inputs too).
 TEST(Forms, WorkspaceIsAskedForAndRequired) {
   GDN_SKIP_WITHOUT_GPU();
   Case c = parse_case("N=2,T=130,Hk=2,Hv=4,K=128,V=128,dtype=bf16,path=chunked");
@@ -789,12 +800,15 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
   b.workspace_bytes = bytes;
   EXPECT_EQ(gdn_forward(&b), GDN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
+  // f32 inputs: the split form's X and P, one F32PreparedChunk per chunk and value head
+  const std::string f32 = "N=1,T=700,Hk=2,Hv=4,K=128,V=128,dtype=f32,path=chunked";
+  EXPECT_EQ(chunked_workspace_bytes(f32, "fused"), 0u);
+  EXPECT_EQ(chunked_workspace_bytes(f32, "split"), size_t(11 * 4) * sizeof(cuda::chunked::F32PreparedChunk));
 }
 
 // The f32 split form against the fused kernel: the prepare kernel writes the fused kernel's own
 // X and P tiles (the same steps and roundings), so the chain gives the same bits, at 1, 2 and 4
-// CTAs a pair, dense and packed (slots between sequences, a zero-length one, padding); and its
-// workspace, one F32PreparedChunk per chunk slot and value head, is asked for.
+// CTAs a pair, dense and packed (slots between sequences, a zero-length one, padding).
 TEST(Forms, F32SplitMatchesFused) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* text : {"N=1,T=700,Hk=2,Hv=4", "N=2,T=333,Hk=1,Hv=3,layout=kv,sdtype=bf16,h0=0",
@@ -821,23 +835,6 @@ TEST(Forms, F32SplitMatchesFused) {
             << text << ", split " << split << ": final state";
     }
   }
-  Case c = parse_case("N=1,T=700,Hk=2,Hv=4,K=128,V=128,dtype=f32,path=chunked");
-  c.seed = fresh_seed();
-  GeneratedInputs in = generate(c);
-  DeviceBuffers dev(in, 0);
-  gdn_forward_args a = dev.args(in, GDN_BACKEND_CUDA, nullptr);
-  a.path = GDN_PATH_CHUNKED;
-  size_t bytes = 1;
-  {
-    const EnvScope form("GDN_CHUNKED_FORM", "fused");
-    ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
-    EXPECT_EQ(bytes, 0u);
-  }
-  const EnvScope form("GDN_CHUNKED_FORM", "split");
-  ASSERT_EQ(gdn_forward_workspace_size(&a, &bytes), GDN_STATUS_SUCCESS) << gdn_last_error();
-  EXPECT_EQ(bytes, size_t(11 * 4) * sizeof(cuda::chunked::F32PreparedChunk));  // ceil(700 / C) Hv
-  EXPECT_EQ(gdn_forward(&a), GDN_STATUS_WORKSPACE_TOO_SMALL);
-  EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
 }
 
 // The exact sequence split against the unsplit chain, over segment counts, layouts, pools with
