@@ -146,7 +146,10 @@ __device__ __forceinline__ RawGates load_raw_gates(const ChunkParams& p, int64_t
 
 // One warp: G_t = g_1 + ... + g_t and beta_t of the chunk's `rows` live tokens into G[C] and
 // beta[C] (shared memory); padding rows get g = 0 and beta = 0, so they change nothing (their
-// k, v, q rows are zero too).
+// k, v, q rows are zero too), and G of the last live row bit for bit: the scan forms their sum
+// in another order, an ulp of |G| away, and the kernels read G_C as G[C - 1] (with fast decay,
+// |G| near 900 in a partial chunk, that ulp, 6e-5, was the f32 path's final-state error:
+// docs/NOTES.md, fifty-seventh session).
 __device__ __forceinline__ void chunk_gates(const ChunkParams& p, float* G, float* beta, const HeadGate& hg,
                                             const RawGates& r, int rows, int lane) {
   float g[2], b[2];
@@ -164,8 +167,11 @@ __device__ __forceinline__ void chunk_gates(const ChunkParams& p, float* G, floa
   }
   float excl = __shfl_up_sync(0xffffffffu, incl, 1);
   if (lane == 0) excl = 0.f;
-  G[2 * lane] = excl + g[0];
-  G[2 * lane + 1] = incl;
+  const float G0 = excl + g[0], G1 = incl;  // tokens 2 lane, 2 lane + 1
+  const int last = rows - 1;                // (rows >= 1)
+  const float G_last = __shfl_sync(0xffffffffu, (last & 1) ? G1 : G0, last >> 1);
+  G[2 * lane] = 2 * lane < rows ? G0 : G_last;
+  G[2 * lane + 1] = 2 * lane + 1 < rows ? G1 : G_last;
   beta[2 * lane] = b[0];
   beta[2 * lane + 1] = b[1];
 }
