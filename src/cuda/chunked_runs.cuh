@@ -1,0 +1,62 @@
+// A chain run: what one chain CTA of the split forms walks (a whole sequence, one segment of the
+// exact sequence split, or one window: chunked_tile.h), where its state starts and where it ends,
+// and the segment states in the workspace. Shared by the bf16 / f16 split form (chunked_split.cuh)
+// and the f32 one (chunked_f32.cu).
+#pragma once
+
+#include "cuda/chunked_steps.cuh"
+
+namespace gdn::cuda::chunked {
+
+// What one chain CTA runs: a whole sequence (seg_pass 0), one segment run (chunked_tile.h), or
+// one window (kPassWindow).
+enum RunStart { kStartInitial, kStartZero, kStartIdentity, kStartSegment };
+struct ChainRun {
+  int64_t c_begin = 0, c_end = 0;  // chunks [c_begin, c_end) of the sequence
+  int start = kStartInitial;       // the initial state (or zeros without one), zeros, I, or a segment start
+  bool use_u = true;               // false: U = 0 (the transition run)
+  bool write_o = true;
+  bool end_final = true;           // store the end state as the final state (p.ht, if asked for)
+  const float* start_state = nullptr;  // [V, K] f32 (kStartSegment)
+  float* end_state = nullptr;          // [V, K] f32 workspace, or null
+};
+
+__device__ __forceinline__ float* seg_state(const ChunkParams& p, int64_t n, int m, int h, int kind) {
+  return p.seg_states + (((n * p.segments + m) * p.Hv + h) * kSegStates + kind) * int64_t(kV * kK);
+}
+
+// The run's start state as the warp's accumulator tiles (rows [row0, +16), key columns
+// [col0, +8 kTiles)).
+template <int kTiles>
+__device__ __forceinline__ void load_run_start(const ChunkParams& p, const ChainRun& run, int64_t slot, int h,
+                                               float (&S)[kTiles][4], int row0, int col0, int g, int q) {
+  if (run.start == kStartInitial) {
+    load_state(p, slot, h, S, row0, col0, g, q);
+    return;
+  }
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
+      float2 x = make_float2(0.f, 0.f);
+      if (run.start == kStartIdentity) x = make_float2(v == k ? 1.f : 0.f, v == k + 1 ? 1.f : 0.f);
+      if (run.start == kStartSegment) x = *reinterpret_cast<const float2*>(run.start_state + v * kK + k);
+      S[t][2 * hr] = x.x;
+      S[t][2 * hr + 1] = x.y;
+    }
+}
+
+template <int kTiles>
+__device__ __forceinline__ void store_segment_state(float* state, const float (&S)[kTiles][4], int row0, int col0,
+                                                    int g, int q) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int v = row0 + g + 8 * hr, k = col0 + 8 * t + 2 * q;
+      *reinterpret_cast<float2*>(state + v * kK + k) = make_float2(S[t][2 * hr], S[t][2 * hr + 1]);
+    }
+}
+
+}  // namespace gdn::cuda::chunked
