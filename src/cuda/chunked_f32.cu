@@ -37,7 +37,9 @@
 // L2 where the chunk before prefetched them; v only the CTA's columns), q and k as tf32 high
 // parts and remainders (split once, after they land), A, X, P; Qn's tiles take the partial sums
 // once they are read (F32Partials).
+#include "cuda/chunked_combine.cuh"
 #include "cuda/chunked_launch.h"
+#include "cuda/chunked_runs.cuh"
 #include "cuda/chunked_slots.cuh"
 #include "cuda/chunked_steps.cuh"
 
@@ -380,23 +382,27 @@ __device__ __forceinline__ void invert_unit_lower_f32(const F32KeyTiles& s, int 
 
 // ---- the split form's prepared chunks (F32PreparedChunk, chunked_tile.h)
 
-// X and P of one prepared chunk into the chain's tiles, by cp.async (16-byte pieces: thread t
-// rows t / 16 + 16 i, columns 4 (t % 16) of both; the caller commits and waits with the chunk's
-// rows).
+// X and P (kWithP; else X alone: a run without o) of one prepared chunk into the chain's tiles,
+// by cp.async (16-byte pieces: thread t rows t / 16 + 16 i, columns 4 (t % 16) of both; the
+// caller commits and waits with the chunk's rows).
 inline constexpr int kPiecesRow = kC / 4, kPieceRows = kThreads / kPiecesRow;
 static_assert(kC % kPieceRows == 0, "whole passes over a [C, C] tile");
+template <bool kWithP>
 __device__ __forceinline__ void load_prepared_f32(const F32PreparedChunk& in, F32Smem& s, int tid) {
   const int r = int(unsigned(tid) / kPiecesRow), c = 4 * int(unsigned(tid) % kPiecesRow);
 #pragma unroll
   for (int i = 0; i < kC / kPieceRows; ++i) {
     cp_async16(&s.x[r + kPieceRows * i][c], &in.x[r + kPieceRows * i][c], 16);
-    cp_async16(&s.p[r + kPieceRows * i][c], &in.p[r + kPieceRows * i][c], 16);
+    if constexpr (kWithP) cp_async16(&s.p[r + kPieceRows * i][c], &in.p[r + kPieceRows * i][c], 16);
   }
 }
 
-// The next prepared chunk into the L2 (one prefetch a 128-byte line), while this one runs.
+// The next prepared chunk (kWithP; else its X) into the L2 (one prefetch a 128-byte line), while
+// this one runs.
+template <bool kWithP>
 __device__ __forceinline__ void prefetch_prepared_f32(const F32PreparedChunk& in, int tid) {
-  constexpr unsigned kLines = sizeof(F32PreparedChunk) / 128;
+  static_assert(offsetof(F32PreparedChunk, x) == 0, "X first");
+  constexpr unsigned kLines = (kWithP ? sizeof(F32PreparedChunk) : sizeof(F32PreparedChunk::x)) / 128;
   static_assert(kLines <= kThreads, "one line a thread");
   if (unsigned(tid) < kLines)
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(&in) + 128 * tid));
@@ -497,29 +503,82 @@ __device__ __forceinline__ bool o_tile_owned(int kp, int nt) {
   return (nt < 4 ? nt : 7 - nt) == kp;
 }
 
+// The f32 chain's run for CTA role `role` of pass p.seg_pass (the exact sequence split on the f32
+// split form, chunked_tile.h's plan_f32_segments; pass 0: the whole sequence). Pass 1 writes no
+// o: role 0 is segment 0 from the initial state (its end is S_start(1)), roles 1 + 2 (m - 1) and
+// 2 + 2 (m - 1) middle segment m's R_m (from zeros) and A_m (from I with U = 0). Pass 2 runs
+// every segment m = role from S_start(m) with o, segment 0 too: it starts from the copy of the
+// initial state that pass 1's role 0 leaves at S_start(0) (`start_copy`), since the last segment
+// may write the final state over the initial one in place while segment 0 starts.
+__device__ __forceinline__ ChainRun f32_chain_run(const ChunkParams& p, int role, int64_t n, int h, int64_t chunks,
+                                                  float*& start_copy) {
+  ChainRun run;
+  run.c_end = chunks;
+  start_copy = nullptr;
+  if (p.seg_pass == 0) return run;
+  const int m = p.seg_pass == 1 && role > 0 ? 1 + (role - 1) / 2 : role;  // the segment
+  run.c_begin = m * p.seg_chunks;
+  run.c_end = (m + 1) * p.seg_chunks < chunks ? (m + 1) * p.seg_chunks : chunks;
+  run.end_final = false;
+  if (p.seg_pass == 1) {
+    run.write_o = false;
+    if (role == 0) {
+      start_copy = seg_state(p, n, 0, h, kSegStart);
+      run.end_state = seg_state(p, n, 1, h, kSegStart);
+      return run;
+    }
+    const bool transition = (role - 1) % 2 == 1;
+    run.start = transition ? kStartIdentity : kStartZero;
+    run.use_u = !transition;
+    run.end_state = seg_state(p, n, m, h, transition ? kSegA : kSegR);
+    return run;
+  }
+  run.start = kStartSegment;
+  run.start_state = seg_state(p, n, m, h, kSegStart);
+  run.end_final = m == p.segments - 1;
+  return run;
+}
+
 // kPrepared: the split form's chain, which copies each chunk's X and P from its prepared chunk
 // (p.prepared, chunked_prepare_f32_kernel) instead of forming them; else the fused kernel.
-template <int kSplit, bool kPrepared>
+// kPass (kPrepared only; p.seg_pass): 0 whole sequences; 1 and 2 the sequence split's passes
+// (f32_chain_run), pass 1's runs without o (no Qn S^T, D P^T, P or o stores) and v only where the
+// run has U. (Pass 0 keeps its own instance: with the runs' start and end choices compiled in, its
+// chain was 1% slower, 1 x 4096 and 1 x 16384.)
+template <int kSplit, bool kPrepared, int kPass = 0>
 __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const __grid_constant__ ChunkParams p) {
+  static_assert(kPass == 0 || kPrepared, "the sequence split's passes are the split form's");
+  constexpr bool kOutputs = kPass != 1, kRuns = kPass != 0;
   using Sp = F32Split<kSplit>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   F32Smem& s = *reinterpret_cast<F32Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const int rb = warp % Sp::kRowBlocks, kp = warp / Sp::kRowBlocks;  // the warp's row block, key part
+  // CTA (role, pair, part): role-major, so that a pass's runs of one role share a wave (the fused
+  // kernel: one role)
+  const int64_t units = p.N * p.Hv * kSplit;  // CTAs of one role
+  const int role = kRuns ? int(int64_t(blockIdx.x) / units) : 0;
+  const int64_t unit = kRuns ? int64_t(blockIdx.x) % units : int64_t(blockIdx.x), pair = unit / kSplit;
   // (the ranking's scratch in A's tile: the f32 tiles leave no room for static shared memory)
-  const int64_t pair = int64_t(blockIdx.x) / kSplit;
   const int64_t n = longest_first(p, pair / p.Hv, reinterpret_cast<int64_t*>(&s.a[0][0]));
   const int h = int(pair % p.Hv);
-  const int v0 = Sp::kRows * int(blockIdx.x % kSplit);  // the CTA's state rows [v0, +kRows)
+  const int v0 = Sp::kRows * int(unit % kSplit);  // the CTA's state rows [v0, +kRows)
   const int row0 = v0 + 16 * rb, k0 = Sp::kKeyCols * kp;  // the warp's rows, first key column
   const int j = p.tiled ? h % p.Hk : h / p.ratio;  // key / query head
 
   Sequence sq;
   if (!resolve_sequence(p, n, sq)) return;  // flag raised; write nothing
   if (!checkpoint_indices_valid(p, n, sq)) return;
-  if (sq.slot < 0) {  // padding: the CTA's o columns zero, no state read or written
-    for (int64_t r = warp; r < sq.len; r += kWarps) {
+  const int64_t chunks = (sq.len + kC - 1) / kC;
+  float* start_copy = nullptr;  // pass 1's role 0: the initial state, for pass 2's segment 0
+  ChainRun run;
+  run.c_end = chunks;
+  if constexpr (kRuns) run = f32_chain_run(p, role, n, h, chunks, start_copy);
+  if (sq.slot < 0) {  // padding: the CTA's o columns of the run's tokens zero, no state read or written
+    if (!kOutputs) return;
+    const int64_t end = run.c_end * kC < sq.len ? run.c_end * kC : sq.len;
+    for (int64_t r = run.c_begin * kC + warp; r < end; r += kWarps) {
       float* o = static_cast<float*>(p.o.p) + n * p.o.seq + (sq.bos + r) * p.o.tok + h * p.o.head + v0;
       for (int e = lane; e < Sp::kRows; e += 32) o[e] = 0.f;
     }
@@ -527,35 +586,41 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
   }
 
   float S[Sp::kKeyTiles][4];  // the state's rows [row0, +16), key columns [k0, +kKeyCols)
-  load_state(p, sq.slot, h, S, row0, k0, g, q);
+  if constexpr (kRuns) {
+    load_run_start(p, run, sq.slot, h, S, row0, k0, g, q);
+    if (start_copy) store_segment_state(start_copy, S, row0, k0, g, q);
+  } else {
+    load_state(p, sq.slot, h, S, row0, k0, g, q);
+  }
+  const bool use_v = kOutputs || run.use_u;  // (runs with o always have U)
   const HeadGate hg = head_gate(p, h);
-  const int64_t chunks = (sq.len + kC - 1) / kC;
-  int64_t next_checkpoint = p.ckpt_tokens > 0 ? first_checkpoint_chunk(p, 0) : -1;
+  int64_t next_checkpoint = kOutputs && p.ckpt_tokens > 0 ? first_checkpoint_chunk(p, 0) : -1;
   const auto prepared = [&](int64_t chunk) -> const F32PreparedChunk& {  // (kPrepared)
     return static_cast<const F32PreparedChunk*>(p.prepared)[chunk_slot(p, n, sq, chunk) * p.Hv + h];
   };
-  for (int64_t c = 0; c < chunks; ++c) {
+  const int64_t c_begin = kRuns ? run.c_begin : 0, c_end = kRuns ? run.c_end : chunks;
+  for (int64_t c = c_begin; c < c_end; ++c) {
     const int64_t tok0 = sq.bos + c * kC;
     const int rows = int(sq.len - c * kC < kC ? sq.len - c * kC : kC);
     __syncthreads();  // chunk c - 1 is done with every tile
     RawGates raw;  // (warp 0: in flight while the copies go out)
     if (warp == 0) raw = load_raw_gates(p, n, sq, h, c, lane);
-    load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
+    if constexpr (kOutputs) load_rows_f32(p.q, n, tok0, rows, j, s.q, warp, lane);
     load_rows_f32(p.k, n, tok0, rows, j, s.k, warp, lane);
-    load_rows_f32<Sp::kRows>(p.v, n, tok0, rows, h, s.v, warp, lane, v0);
-    if constexpr (kPrepared) load_prepared_f32(prepared(c), s, tid);
+    if (use_v) load_rows_f32<Sp::kRows>(p.v, n, tok0, rows, h, s.v, warp, lane, v0);
+    if constexpr (kPrepared) load_prepared_f32<kOutputs>(prepared(c), s, tid);
     cp_async_commit();
     if (warp == 0) chunk_gates(p, s.G, s.beta, hg, raw, rows, lane);
-    if (c + 1 < chunks) {  // the next chunk's rows on their way to the L2 while this one runs
+    if (c + 1 < c_end) {  // the next chunk's rows on their way to the L2 while this one runs
       const int next_rows = int(sq.len - (c + 1) * kC < kC ? sq.len - (c + 1) * kC : kC);
-      prefetch_rows_f32(p.q, n, tok0 + kC, next_rows, j, tid);
+      if constexpr (kOutputs) prefetch_rows_f32(p.q, n, tok0 + kC, next_rows, j, tid);
       prefetch_rows_f32(p.k, n, tok0 + kC, next_rows, j, tid);
-      prefetch_rows_f32<Sp::kRows>(p.v, n, tok0 + kC, next_rows, h, tid, v0);
-      if constexpr (kPrepared) prefetch_prepared_f32(prepared(c + 1), tid);
+      if (use_v) prefetch_rows_f32<Sp::kRows>(p.v, n, tok0 + kC, next_rows, h, tid, v0);
+      if constexpr (kPrepared) prefetch_prepared_f32<kOutputs>(prepared(c + 1), tid);
     }
     cp_async_wait<0>();
     // (each thread normalises and splits the pieces it copied)
-    split_rows_f32(s.q, s.q_lo, p.l2norm, warp, lane);
+    if constexpr (kOutputs) split_rows_f32(s.q, s.q_lo, p.l2norm, warp, lane);
     split_rows_f32(s.k, s.k_lo, p.l2norm, warp, lane);
     __syncthreads();
     if (tid < kC) {
@@ -578,7 +643,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         mma_3xtf32(Y[nt], a, b_from_row(s.k, s.k_lo, 8 * nt + g, col));
-        mma_3xtf32(O[nt], a, b_from_row(s.q, s.q_lo, 8 * nt + g, col));
+        if constexpr (kOutputs) mma_3xtf32(O[nt], a, b_from_row(s.q, s.q_lo, 8 * nt + g, col));
       }
     }
     __syncthreads();  // gamma, X (and the gates) are everyone's; Qn's tiles are dead
@@ -588,8 +653,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int t = 8 * nt + 2 * q + (e & 1), v = 16 * rb + g + 8 * (e >> 1);
-        Y[nt][e] = (kp == 0 ? s.v[t][v] : 0.f) - s.gamma[t] * Y[nt][e];
-        O[nt][e] *= p.scale * s.gamma[t];
+        Y[nt][e] = (kp == 0 && use_v ? s.v[t][v] : 0.f) - s.gamma[t] * Y[nt][e];
+        if constexpr (kOutputs) O[nt][e] *= p.scale * s.gamma[t];
       }
     if constexpr (kSplit > 1) {  // the row block's partial sums added, in key-part order in every
                                  // warp (so all form the same D^T); Vc's tile is then free
@@ -598,12 +663,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         y_parts[warp][nt][lane] = make_float4(Y[nt][0], Y[nt][1], Y[nt][2], Y[nt][3]);
-        o_parts[warp][nt][lane] = make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]);
+        if constexpr (kOutputs) o_parts[warp][nt][lane] = make_float4(O[nt][0], O[nt][1], O[nt][2], O[nt][3]);
       }
       __syncthreads();
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        const bool owned = o_tile_owned<kSplit>(kp, nt);
+        const bool owned = kOutputs && o_tile_owned<kSplit>(kp, nt);
         float4 y = make_float4(0.f, 0.f, 0.f, 0.f), o = y;
 #pragma unroll
         for (int part = 0; part < kSplit; ++part) {
@@ -644,7 +709,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       const Tf32Frag a = a_fragment(D[kt]);
 #pragma unroll
       for (int nt = kt; nt < 8; ++nt) {
-        if (!o_tile_owned<kSplit>(kp, nt)) continue;  // (warp-uniform)
+        if (!kOutputs || !o_tile_owned<kSplit>(kp, nt)) continue;  // (warp-uniform)
         const float2 pb = *reinterpret_cast<const float2*>(&s.p[8 * nt + g][8 * kt + 2 * q]);
         mma_3xtf32(O[nt], a, pb.x, pb.y);
       }
@@ -657,38 +722,43 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
     }
     // o: the warp's tiles of O^T into Vc's tile as [C tokens, the CTA's values] (no warp reads
     // Vc's tile after the exchange; with one key part, only this warp read these columns)
+    if constexpr (kOutputs) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      if (!o_tile_owned<kSplit>(kp, nt)) continue;
+      for (int nt = 0; nt < 8; ++nt) {
+        if (!o_tile_owned<kSplit>(kp, nt)) continue;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s.v[8 * nt + 2 * q + (e & 1)][16 * rb + g + 8 * (e >> 1)] = O[nt][e];
-    }
-    __syncthreads();
-    store_rows_f32<Sp::kRows>(p, s.v, n, tok0, rows, h, v0, warp, lane);
-    if (c == next_checkpoint) {  // S is the state after chunk c
-      store_checkpoint(p, n, sq, h, c, S, row0, g, q, checkpoint_slot(p, n, sq, c), k0);
-      next_checkpoint += checkpoint_every_chunks(p);
+        for (int e = 0; e < 4; ++e) s.v[8 * nt + 2 * q + (e & 1)][16 * rb + g + 8 * (e >> 1)] = O[nt][e];
+      }
+      __syncthreads();
+      store_rows_f32<Sp::kRows>(p, s.v, n, tok0, rows, h, v0, warp, lane);
+      if (c == next_checkpoint) {  // S is the state after chunk c
+        store_checkpoint(p, n, sq, h, c, S, row0, g, q, checkpoint_slot(p, n, sq, c), k0);
+        next_checkpoint += checkpoint_every_chunks(p);
+      }
     }
   }
-  if (p.ht.p) store_state(p, sq.slot, h, S, row0, k0, g, q);
+  if (kRuns && run.end_state) store_segment_state(run.end_state, S, row0, k0, g, q);
+  if ((!kRuns || run.end_final) && p.ht.p) store_state(p, sq.slot, h, S, row0, k0, g, q);
 }
 
-template <int kSplit, bool kPrepared>
-cudaError_t launch_split(const ChunkParams& p, cudaStream_t stream) {
-  cudaError_t e = cudaFuncSetAttribute(chunked_prefill_f32_kernel<kSplit, kPrepared>,
+// `runs` CTA roles of every (sequence, value head), kSplit CTAs each.
+template <int kSplit, bool kPrepared, int kPass>
+cudaError_t launch_split(const ChunkParams& p, int64_t runs, cudaStream_t stream) {
+  cudaError_t e = cudaFuncSetAttribute(chunked_prefill_f32_kernel<kSplit, kPrepared, kPass>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(kF32SmemBytes));
   if (e != cudaSuccess) return e;
-  chunked_prefill_f32_kernel<kSplit, kPrepared>
-      <<<dim3(unsigned(p.N * p.Hv * kSplit)), dim3(kThreads), kF32SmemBytes, stream>>>(p);
+  chunked_prefill_f32_kernel<kSplit, kPrepared, kPass>
+      <<<dim3(unsigned(p.N * p.Hv * kSplit * runs)), dim3(kThreads), kF32SmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
-template <bool kPrepared>
-cudaError_t launch_chain(const ChunkParams& p, cudaStream_t stream) {
-  switch (p.f32_value_split) {
-    case 1: return launch_split<1, kPrepared>(p, stream);
-    case 2: return launch_split<2, kPrepared>(p, stream);
-    case 4: return launch_split<4, kPrepared>(p, stream);
+// The kernel at `split` CTAs a pair (f32_value_split), `runs` roles (pass 0: 1).
+template <bool kPrepared, int kPass = 0>
+cudaError_t launch_chain(const ChunkParams& p, int split, int64_t runs, cudaStream_t stream) {
+  switch (split) {
+    case 1: return launch_split<1, kPrepared, kPass>(p, runs, stream);
+    case 2: return launch_split<2, kPrepared, kPass>(p, runs, stream);
+    case 4: return launch_split<4, kPrepared, kPass>(p, runs, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -706,9 +776,26 @@ cudaError_t launch_prepare(const ChunkParams& p, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t launch_chunked_f32(const ChunkParams& p, cudaStream_t stream) {
-  if (!p.prepared) return launch_chain<false>(p, stream);
-  const cudaError_t e = launch_prepare(p, stream);
-  return e == cudaSuccess ? launch_chain<true>(p, stream) : e;
+  if (!p.prepared) return launch_chain<false>(p, p.f32_value_split, 1, stream);
+  cudaError_t e = launch_prepare(p, stream);
+  if (e != cudaSuccess) return e;
+  if (p.segments < 2) return launch_chain<true>(p, p.f32_value_split, 1, stream);
+  // the exact sequence split (plan_f32_segments): pass 1 (no o) at f32_pass1_split CTAs a run,
+  // the combine, pass 2 (every segment, o) at f32_value_split
+  ChunkParams pass = p;
+  pass.seg_pass = 1;
+  e = launch_chain<true, 1>(pass, p.f32_pass1_split, pass1_runs(p.segments), stream);
+  if (e == cudaSuccess && p.segments > 2) {
+    e = cudaFuncSetAttribute(segment_combine_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kCombineSmemBytes));
+    if (e != cudaSuccess) return e;
+    segment_combine_kernel<float><<<dim3(unsigned(p.N * p.Hv * (kV / kCombineRows))), dim3(kCombineThreads),
+                                    kCombineSmemBytes, stream>>>(pass);
+    e = cudaGetLastError();
+  }
+  if (e != cudaSuccess) return e;
+  pass.seg_pass = 2;
+  return launch_chain<true, 2>(pass, p.f32_value_split, p.segments, stream);
 }
 
 }  // namespace gdn::cuda::chunked

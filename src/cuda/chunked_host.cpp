@@ -93,6 +93,7 @@ struct ChunkedPlan {
   size_t workspace_bytes = 0;  // and the segment or window states after them
   size_t ckpt_ok_offset = 0;   // with checkpoints into a pool: ChunkParams::ckpt_seq_ok, at the end
   int f32_value_split = 1;     // f32 inputs: CTAs per (sequence, value head) (f32_value_split)
+  int f32_pass1_split = 1;     // f32 inputs with the sequence split: pass 1's (plan_f32_segments)
 };
 
 int64_t env_int(const char* name, int64_t fallback) {
@@ -130,10 +131,13 @@ bool wgmma_chain(const Problem& p) {
 // f32 inputs (chunked_f32.cu): the value split by the SM count, and the split form where
 // f32_split_form() takes it and its workspace (F32PreparedChunk per chunk slot and value head)
 // stays within kMaxOnePassWorkspaceBytes, else fused; GDN_CHUNKED_FORM=fused|split* forces either.
+// On the split form, dense batches without checkpoints take the sequence split where
+// plan_f32_segments() does (its segment states after the prepared chunks, within the same bound).
 ChunkedPlan plan_call_f32(const Problem& p) {
   ChunkedPlan plan;
-  plan.f32_value_split =
-      ck::f32_value_split(p.N * p.Hv, sm_count(p.device_id), env_int("GDN_CHUNKED_F32_SPLIT", 0));
+  const int sms = sm_count(p.device_id);
+  const int64_t forced_split = env_int("GDN_CHUNKED_F32_SPLIT", 0);
+  plan.f32_value_split = ck::f32_value_split(p.N * p.Hv, sms, forced_split);
   const int64_t chunks = (tokens_per_sequence(p) + ck::kC - 1) / ck::kC;
   const bool grid_fits = chunk_slots(p) <= INT_MAX && p.Hk <= 65535;
   plan.prepared_bytes = size_t(chunk_slots(p)) * size_t(p.Hv) * sizeof(ck::F32PreparedChunk);
@@ -143,6 +147,22 @@ ChunkedPlan plan_call_f32(const Problem& p) {
   if (form && std::strncmp(form, "split", 5) == 0) plan.split = grid_fits;
   if (form && std::strcmp(form, "fused") == 0) plan.split = false;
   plan.workspace_bytes = plan.split ? plan.prepared_bytes : 0;
+  if (plan.split && !p.packed && p.checkpoint_tokens == 0) {
+    const ck::F32SegmentPlan f = ck::plan_f32_segments(
+        chunks, p.N * p.Hv, sms, plan.f32_value_split, int(env_int("GDN_CHUNKED_SEGMENTS", 0)),
+        int(env_int("GDN_CHUNKED_F32_PASS1_SPLIT", 0)), int(forced_split));
+    const int segments = f.seg.segments;
+    const size_t states = size_t(p.N) * size_t(segments) * size_t(p.Hv) * ck::kSegStates * size_t(p.V) *
+                          size_t(p.K) * sizeof(float);
+    const int64_t runs = ck::pass1_runs(segments) > segments ? ck::pass1_runs(segments) : segments;
+    const int64_t ctas = p.N * p.Hv * ck::kF32MaxValueSplit * runs;  // the larger pass's grid at most
+    if (segments > 1 && ctas <= INT_MAX && plan.prepared_bytes + states <= ck::kMaxOnePassWorkspaceBytes) {
+      plan.segments = f.seg;
+      plan.f32_pass1_split = f.pass1_split;
+      plan.f32_value_split = f.value_split;
+      plan.workspace_bytes = plan.prepared_bytes + states;
+    }
+  }
   return plan;
 }
 
@@ -390,6 +410,7 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.input_dtype == GDN_DTYPE_F32) {
     c.f32_value_split = plan.f32_value_split;
+    c.f32_pass1_split = plan.f32_pass1_split;
     const cudaError_t e = ck::launch_chunked_f32(c, stream);
     return e == cudaSuccess ? GDN_STATUS_SUCCESS
                             : device_error(e, split ? "launching the chunked f32 prepare and chain kernels"

@@ -61,6 +61,8 @@ struct ChunkParams : BatchParams {
   // the f32-input kernel (chunked_f32.cu): CTAs per (sequence, value head), each taking
   // V / f32_value_split of the state's rows (f32_value_split, chunked_tile.h)
   int32_t f32_value_split = 1;
+  // with the sequence split (segments > 1), pass 1's CTAs per run (f32_value_split: pass 2's)
+  int32_t f32_pass1_split = 1;
 };
 
 // The second parameter block of the fused kernel and of the wgmma chain (its own, so that

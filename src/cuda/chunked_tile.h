@@ -571,6 +571,62 @@ constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int 
   return best;
 }
 
+// The sequence split for f32 inputs (chunked_f32.cu, on the f32 split form; dense batches
+// without checkpoints): pass 1's runs write no o (no Qn S^T, D P^T, P or o: cheaper steps) at
+// pass1_split CTAs a run, and pass 2 runs every segment, segment 0 again, at value_split (pass 1's
+// role 0 leaves the initial state's copy for it). Chosen by the chain's time as a count of waves
+// (one CTA an SM) times a segment's steps at kF32StepUs (by CTAs a run; with o, without), plus
+// kF32CombineStepUs a middle segment, against the unsplit chain's at unsplit_value_split; taken
+// where it saves at least a tenth (the passes' launches and state loads are not counted: they
+// are a step or two). Forced (> 0): segments (GDN_CHUNKED_SEGMENTS; 1: none), the passes' CTAs a
+// run (GDN_CHUNKED_F32_PASS1_SPLIT, GDN_CHUNKED_F32_SPLIT). The step times are the H200's
+// (Nsight Compute, 1 x 32768 at Hk / Hv 2 / 8, one wave a pass: the pass's time over its
+// segment's chunks; docs/NOTES.md, fifty-eighth session); the choices they make were the fastest
+// of the sweep there (2/8: 16 segments at one CTA a run in both passes, 1.42 ms against 4.95
+// unsplit; 9 segments 1.74, 32 segments 1.47, 16 at two CTAs a run in either pass 1.63 and 1.65),
+// and one sequence at Hv 32 or 64 stays unsplit (1 x 4096: unsplit 0.706 ms, the best split 0.736;
+// 1 x 16384 2.717, 2.769; Hv 64 7.06, 8.07).
+struct F32StepUs {
+  int split;
+  double with_o, without_o;
+};
+inline constexpr F32StepUs kF32StepUs[] = {{1, 16.9, 10.9}, {2, 12.1, 7.2}, {4, 9.4, 5.2}};
+inline constexpr double kF32CombineStepUs = 2.0;
+struct F32SegmentPlan {
+  SegmentPlan seg;
+  int pass1_split = 1;
+  int value_split = 1;  // pass 2's (or the unsplit chain's)
+};
+constexpr F32SegmentPlan plan_f32_segments(int64_t chunks, int64_t pairs, int sms, int unsplit_value_split,
+                                           int forced_segments, int forced_pass1, int forced_pass2) {
+  F32SegmentPlan best{{1, chunks}, 1, unsplit_value_split};
+  if (chunks < 2 || pairs <= 0 || sms <= 0 || forced_segments == 1) return best;
+  const auto waves = [&](int64_t ctas) { return double((ctas + sms - 1) / sms); };
+  const auto step = [](int split, bool with_o) {
+    for (const F32StepUs& t : kF32StepUs)
+      if (t.split == split) return with_o ? t.with_o : t.without_o;
+    return 1e30;
+  };
+  const auto forced_ok = [](int forced, int split) { return forced <= 0 || forced == split; };
+  const double unsplit = waves(pairs * unsplit_value_split) * double(chunks) * step(unsplit_value_split, true);
+  double best_cost = forced_segments > 1 ? 1e300 : 0.9 * unsplit;
+  for (int m = 2; m <= kMaxSegments; ++m) {
+    const int64_t len = (chunks + m - 1) / m;
+    const SegmentPlan sp{int((chunks + len - 1) / len), len};  // no empty segment
+    if (sp.segments < 2 || (forced_segments > 1 && m != (forced_segments < kMaxSegments ? forced_segments : kMaxSegments)))
+      continue;
+    for (const F32StepUs& t1 : kF32StepUs)
+      for (const F32StepUs& t2 : kF32StepUs) {
+        if (!forced_ok(forced_pass1, t1.split) || !forced_ok(forced_pass2, t2.split)) continue;
+        const double cost = waves(pass1_runs(sp.segments) * pairs * t1.split) * double(len) * t1.without_o +
+                            waves(sp.segments * pairs * t2.split) * double(len) * t2.with_o +
+                            double(sp.segments - 2) * kF32CombineStepUs;
+        if (cost < best_cost) best_cost = cost, best = F32SegmentPlan{sp, t1.split, t2.split};
+      }
+  }
+  return best;
+}
+
 // The split form's workspace grows with T x Hv (about 1 KB per token and value head). Above
 // kMaxSplitWorkspaceBytes a dense call runs in windows (below) whose two buffers fit it. Calls
 // that prepare every chunk at once because they cannot use windows (packed batches: their

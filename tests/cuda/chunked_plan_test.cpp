@@ -197,6 +197,51 @@ TEST(SegmentPlan, ForcedCountsAndNoEmptySegment) {
   EXPECT_EQ(pass1_runs(9), 15);
 }
 
+// The f32 sequence split on the benchmark shapes (one sequence; the unsplit value split as the
+// library picks it): 2/8 in 16 segments at one CTA a run, the rest unsplit.
+TEST(F32SegmentPlan, BenchmarkShapes) {
+  const auto plan = [](int64_t chunks, int64_t pairs) {
+    return plan_f32_segments(chunks, pairs, kSms, f32_value_split(pairs, kSms, 0), 0, 0, 0);
+  };
+  const F32SegmentPlan hk2hv8 = plan(512, 8);  // 1 x 32768, Hk / Hv 2 / 8
+  EXPECT_EQ(hk2hv8.seg.segments, 16);
+  EXPECT_EQ(hk2hv8.seg.seg_chunks, 32);
+  EXPECT_EQ(hk2hv8.pass1_split, 1);
+  EXPECT_EQ(hk2hv8.value_split, 1);
+  EXPECT_EQ(plan(64, 32).seg.segments, 1);    // 1 x 4096, Hv 32
+  EXPECT_EQ(plan(256, 32).seg.segments, 1);   // 1 x 16384
+  EXPECT_EQ(plan(1024, 32).seg.segments, 1);  // 1 x 65536
+  EXPECT_EQ(plan(512, 64).seg.segments, 1);   // 1 x 32768, Hv 64
+  EXPECT_EQ(plan(128, 128).seg.segments, 1);  // 4 x 8192
+  EXPECT_EQ(plan(64, 512).seg.segments, 1);   // 16 x 4096
+  EXPECT_EQ(plan(64, 512).value_split, 1);
+}
+
+// The f32 sequence split: forced counts honoured (1: none), every segment has a chunk, the
+// forced CTAs a run kept, and the passes' CTAs within the splits the kernel has.
+TEST(F32SegmentPlan, ForcedCountsAndNoEmptySegment) {
+  EXPECT_EQ(plan_f32_segments(100, 8, kSms, 4, 1, 0, 0).seg.segments, 1);
+  EXPECT_EQ(plan_f32_segments(1, 8, kSms, 4, 3, 0, 0).seg.segments, 1);  // one chunk
+  EXPECT_EQ(plan_f32_segments(2, 8, kSms, 4, 3, 0, 0).seg.segments, 2);  // at most one segment a chunk
+  const F32SegmentPlan forced = plan_f32_segments(100, 8, kSms, 4, 5, 2, 1);
+  EXPECT_EQ(forced.seg.segments, 5);
+  EXPECT_EQ(forced.pass1_split, 2);
+  EXPECT_EQ(forced.value_split, 1);
+  for (int64_t chunks = 1; chunks < 700; chunks += 7)
+    for (int64_t pairs : {1, 8, 32, 128})
+      for (int segments : {0, 2, 3, 9, 40}) {
+        const F32SegmentPlan f = plan_f32_segments(chunks, pairs, kSms, f32_value_split(pairs, kSms, 0), segments, 0, 0);
+        ASSERT_GE(f.seg.segments, 1);
+        ASSERT_LE(f.seg.segments, kMaxSegments);
+        ASSERT_TRUE(f.pass1_split == 1 || f.pass1_split == 2 || f.pass1_split == 4);
+        ASSERT_TRUE(f.value_split == 1 || f.value_split == 2 || f.value_split == 4);
+        if (f.seg.segments > 1) {
+          EXPECT_LT((f.seg.segments - 1) * f.seg.seg_chunks, chunks) << chunks << " " << pairs << " " << segments;
+          EXPECT_GE(f.seg.segments * f.seg.seg_chunks, chunks) << chunks << " " << pairs << " " << segments;
+        }
+      }
+}
+
 // The wgmma prepare kernel's head groups: a divisor of the ratio (the group shares a key head),
 // at most kMaxPrepHeads, or at most the forced count.
 TEST(PrepGroups, DivideTheRatio) {

@@ -6,8 +6,8 @@
 //               with padding, in place, bf16 states, every gate and beta mode, L2 norm, scale,
 //               strided views, decay regimes, and long sequences;
 //   F32Inputs:  f32 q, k, v (the 3xTF32 kernels, fused and split, a pair's state over 1, 2 and 4
-//               CTAs) against the oracle at SPEC.md's chunked f32 tolerance, over the same
-//               options and shapes;
+//               CTAs, and the split form in 3 segments) against the oracle at SPEC.md's chunked
+//               f32 tolerance, over the same options and shapes;
 //   Recurrent:  against the cuda recurrent kernel on the same inputs;
 //   Forms:      the split form matches the fused kernel (the same steps and roundings; only the
 //               order of some f32 sums differs), its workspace is asked for and required,
@@ -254,18 +254,29 @@ const Named kF32Cases[] = {
 std::vector<Case> f32_cases() { return named_cases(kF32Cases, ",K=128,V=128,dtype=f32,path=chunked"); }
 
 // Each case in both forms (GDN_CHUNKED_FORM: the fused kernel, and the split form's prepare kernel
-// and chain) with the pair's state split over 1, 2 and 4 CTAs (GDN_CHUNKED_F32_SPLIT; the library
-// picks by the SM count, so small cases would otherwise take 4 CTAs alone).
+// and chain, unsplit) with the pair's state split over 1, 2 and 4 CTAs (GDN_CHUNKED_F32_SPLIT; the
+// library picks by the SM count, so small cases would otherwise take 4 CTAs alone), and the split
+// form in 3 segments (GDN_CHUNKED_SEGMENTS; dense batches of 2 chunks or more without checkpoints,
+// the others run unsplit) with pass 1's and pass 2's runs over 1 and 4, 2 and 1, 4 and 2 CTAs.
 class F32Inputs : public ::testing::TestWithParam<Case> {};
 TEST_P(F32Inputs, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
   for (const char* form : {"fused", "split"})
     for (const char* split : {"1", "2", "4"}) {
       const EnvScope form_scope("GDN_CHUNKED_FORM", form);
+      const EnvScope segments_scope("GDN_CHUNKED_SEGMENTS", "1");
       const EnvScope split_scope("GDN_CHUNKED_F32_SPLIT", split);
       const std::string tag = std::string(form) + "_split" + split;
       run_against_oracle(GetParam(), tag, tag);
     }
+  for (const auto& [pass1, pass2] : {std::pair{"1", "4"}, std::pair{"2", "1"}, std::pair{"4", "2"}}) {
+    const EnvScope form_scope("GDN_CHUNKED_FORM", "split");
+    const EnvScope segments_scope("GDN_CHUNKED_SEGMENTS", "3");
+    const EnvScope pass1_scope("GDN_CHUNKED_F32_PASS1_SPLIT", pass1);
+    const EnvScope split_scope("GDN_CHUNKED_F32_SPLIT", pass2);
+    const std::string tag = std::string("split_3segments_pass1_") + pass1 + "_pass2_" + pass2;
+    run_against_oracle(GetParam(), tag, tag);
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, F32Inputs, ::testing::ValuesIn(f32_cases()), case_name);
 
@@ -801,9 +812,19 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
   EXPECT_EQ(gdn_forward(&b), GDN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(gdn_last_error()).find("workspace"), std::string::npos) << gdn_last_error();
   // f32 inputs: the split form's X and P, one F32PreparedChunk per chunk and value head
+  // (and with the sequence split, the segment states after them: R, A and S_start per segment
+  // and value head, f32 V x K)
   const std::string f32 = "N=1,T=700,Hk=2,Hv=4,K=128,V=128,dtype=f32,path=chunked";
   EXPECT_EQ(chunked_workspace_bytes(f32, "fused"), 0u);
-  EXPECT_EQ(chunked_workspace_bytes(f32, "split"), size_t(11 * 4) * sizeof(cuda::chunked::F32PreparedChunk));
+  {
+    const EnvScope segments("GDN_CHUNKED_SEGMENTS", "1");
+    EXPECT_EQ(chunked_workspace_bytes(f32, "split"), size_t(11 * 4) * sizeof(cuda::chunked::F32PreparedChunk));
+  }
+  {
+    const EnvScope segments("GDN_CHUNKED_SEGMENTS", "3");
+    EXPECT_EQ(chunked_workspace_bytes(f32, "split"),
+              size_t(11 * 4) * sizeof(cuda::chunked::F32PreparedChunk) + size_t(3 * 4 * 3) * 128 * 128 * sizeof(float));
+  }
 }
 
 // The f32 split form against the fused kernel: the prepare kernel writes the fused kernel's own
@@ -820,6 +841,7 @@ TEST(Forms, F32SplitMatchesFused) {
     const GeneratedInputs pristine = generate(c);
     for (const char* split : {"1", "2", "4"}) {
       const EnvScope split_scope("GDN_CHUNKED_F32_SPLIT", split);
+      const EnvScope segments_scope("GDN_CHUNKED_SEGMENTS", "1");  // (the sequence split: not the same bits)
       GeneratedInputs fused = pristine, prepared = pristine;
       {
         const EnvScope form("GDN_CHUNKED_FORM", "fused");
@@ -850,7 +872,12 @@ TEST(Forms, SegmentsMatchUnsplit) {
                            "N=2,T=700,Hk=2,Hv=4,dtype=bf16,layout=kv,pool=5,pad=1,inplace=1",
                            "N=2,T=777,Hk=2,Hv=4,dtype=f16,sdtype=bf16,gate=raw,l2norm=1,beta=logit",
                            "N=1,T=640,Hk=1,Hv=3,dtype=bf16,h0=0", "N=1,T=600,Hk=1,Hv=2,dtype=bf16,ht=0",
-                           "N=1,T=2048,Hk=1,Hv=2,dtype=bf16,decay=none"}) {
+                           "N=1,T=2048,Hk=1,Hv=2,dtype=bf16,decay=none",
+                           // f32 inputs (their split form's own passes, chunked_f32.cu)
+                           "N=1,T=1000,Hk=1,Hv=2,dtype=f32",
+                           "N=2,T=700,Hk=2,Hv=4,dtype=f32,layout=kv,pool=5,pad=1,inplace=1,sdtype=bf16",
+                           "N=1,T=777,Hk=1,Hv=3,dtype=f32,gate=raw,l2norm=1,beta=logit,h0=0",
+                           "N=1,T=2048,Hk=1,Hv=2,dtype=f32,decay=none"}) {
     Case c = parse_case(std::string(text) + ",K=128,V=128");
     c.seed = fresh_seed();
     const GeneratedInputs pristine = generate(c);
@@ -900,7 +927,8 @@ TEST(Forms, WindowsMatchUnwindowed) {
         GeneratedInputs cut = pristine;
         const FormScope scope(chain, "1", windows);
         ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-        const std::string of = std::string(chain) + ", windows of " + (windows ? windows : "the plan's length");
+        const std::string of = std::string(chain) + ", windows of " + (windows ? windows : "the plan's length") +
+                               ", seed " + std::to_string(c.seed);  // (to replay a rare mismatch)
         EXPECT_TRUE(same_tensor_bits(cut.o, whole.o)) << text << ", " << of;
         if (c.final_state)
           EXPECT_TRUE(same_tensor_bits(*cut.final_state_out(), *whole.final_state_out())) << text << ", " << of;
