@@ -48,6 +48,8 @@
 #              how a change is measured against the build before it;
 #   boundary   (not in the default list) scripts/form_boundary.sh: the fused / split boundary of the
 #              chunked path's cost model, each case as chosen and with each form forced;
+#   sweep      (not in the default list) scripts/settings_sweep.sh: SWEEP_CASES each timed by gdn
+#              bench under each of SWEEP_SETTINGS ("VAR=x VAR2=y;VAR=z"; a plan's constants);
 #   hostcost   (not in the default list) bench/host_cost_lab.cu: the host time of a plain decode
 #              call against its parts (pointer queries, device query, an empty launch), on an idle
 #              stream and back to back, for the builds HOSTCOST_LIBS ("lib NAME ...", default lib)
@@ -182,7 +184,7 @@ if has chunked; then
   for d in $(builds "${CHUNKED_LIBS:-lib}"); do
     name=$(basename "$d")
     # (every test's start in the log: a test that hangs is the last one started)
-    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 150 "$BIN/cuda_chunked_test" \
+    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout 240 "$BIN/cuda_chunked_test" \
       > "$WORK/chunked/tests-$name.log" 2>&1
     rc=$?
     note "== chunked tests ($name): rc=$rc $(grep -E '^\[  (PASSED|FAILED) +\]' "$WORK/chunked/tests-$name.log" | tr '\n' ' ') ($(elapsed))"
@@ -277,6 +279,13 @@ if has boundary; then  # the form model's boundary (scripts/form_boundary.sh)
   GDN=$BIN/gdn bash scripts/form_boundary.sh > "$WORK/boundary.log" 2>&1
   cat "$WORK/boundary.log" >> "$SUMMARY"
   note "boundary done ($(elapsed))"
+fi
+
+if has sweep; then  # each case under each setting (scripts/settings_sweep.sh)
+  note "== settings sweep (gdn bench, ms: case, setting, time)"
+  GDN=$BIN/gdn bash scripts/settings_sweep.sh > "$WORK/sweep.log" 2>&1
+  cat "$WORK/sweep.log" >> "$SUMMARY"
+  note "sweep done ($(elapsed))"
 fi
 
 if has decode; then  # the packed build (lib) and every --add-lib build, alternating, the peer beside each
