@@ -8,7 +8,10 @@
 // split): every chunk's key side (A's inverse X, and P) formed at once over all SMs, two CTAs an
 // SM, by a prepare kernel into the workspace (F32PreparedChunk), then the same kernel as a chain
 // that copies X and P in instead of forming them, so the CTAs of a pair no longer each form the
-// key side in their turn.
+// key side in their turn. Where even that leaves most SMs idle (few pairs, long sequences), the
+// split form's chain runs as the exact sequence split (plan_f32_segments in chunked_tile.h):
+// pass 1 without o (each segment's end from the initial state, zeros or I), the combine
+// (chunked_combine.cuh), pass 2 over every segment with o (f32_chain_run below).
 // Every product that touches the state runs on tensor cores in 3xTF32 (each operand x = hi + lo, hi
 // its top 19 bits, lo the f32 remainder truncated to tf32 by the hardware; a b ~ a_lo b_hi + a_hi
 // b_lo + a_hi b_hi, about 2^-20 relative a product), and so do the chunk's key products and the
