@@ -542,6 +542,18 @@ __device__ __forceinline__ ChainRun f32_chain_run(const ChunkParams& p, int role
   return run;
 }
 
+// D^T's token tiles by row block, each lane's four values in one float4, over A's tile (dead once
+// the inverse is formed; the split form's chain has no A): the warps of a row block exchange the
+// tiles each formed (kSplit > 1).
+template <int kSplit>
+using F32DTiles = float4[F32Split<kSplit>::kRowBlocks][kC / 8][32];
+static_assert(sizeof(F32DTiles<2>) <= sizeof(F32Smem::a) && sizeof(F32DTiles<4>) <= sizeof(F32Smem::a),
+              "D^T's tiles fit A's");
+template <int kSplit>
+__device__ __forceinline__ F32DTiles<kSplit>& d_tiles_over(float (*tile)[kLdF32CC]) {
+  return *reinterpret_cast<F32DTiles<kSplit>*>(&tile[0][0]);
+}
+
 // kPrepared: the split form's chain, which copies each chunk's X and P from its prepared chunk
 // (p.prepared, chunked_prepare_f32_kernel) instead of forming them; else the fused kernel.
 // kPass (kPrepared only; p.seg_pass): 0 whole sequences; 1 and 2 the sequence split's passes
@@ -687,7 +699,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
         if (owned) O[nt][0] = o.x, O[nt][1] = o.y, O[nt][2] = o.z, O[nt][3] = o.w;
       }
     }
-    // D^T = Y^T T^T, T_ij = X_ij beta_j (zero above the diagonal: tiles nt >= kt only)
+    // D^T = Y^T T^T, T_ij = X_ij beta_j (zero above the diagonal: tiles nt >= kt only). With key
+    // parts, each warp forms the token tiles it owns (o_tile_owned's, of equal cost: tile nt
+    // takes nt + 1 k-steps here too) and the row block's warps exchange them (F32DTiles), where
+    // each formed all eight: the same sums in the same order, so the same bits
     float D[8][4] = {};
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt) {
@@ -695,9 +710,23 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       const float b0 = s.beta[8 * kt + 2 * q], b1 = s.beta[8 * kt + 2 * q + 1];
 #pragma unroll
       for (int nt = kt; nt < 8; ++nt) {
+        if (!o_tile_owned<kSplit>(kp, nt)) continue;  // (warp-uniform)
         const float2 xb = *reinterpret_cast<const float2*>(&s.x[8 * nt + g][8 * kt + 2 * q]);
         mma_3xtf32(D[nt], a, xb.x * b0, xb.y * b1);
       }
+    }
+    if constexpr (kSplit > 1) {
+      F32DTiles<kSplit>& d_tiles = d_tiles_over<kSplit>(s.a);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        if (o_tile_owned<kSplit>(kp, nt)) d_tiles[rb][nt][lane] = make_float4(D[nt][0], D[nt][1], D[nt][2], D[nt][3]);
+      __syncthreads();
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        if (!o_tile_owned<kSplit>(kp, nt)) {
+          const float4 d = d_tiles[rb][nt][lane];
+          D[nt][0] = d.x, D[nt][1] = d.y, D[nt][2] = d.z, D[nt][3] = d.w;
+        }
     }
     // O^T += D^T P^T (the warp's token tiles), and the next state: S = gamma_C S + D^T
     // diag(exp(G_C - G)) Kn (the factor on D^T's token columns, once a k-step, so that Kn's split
