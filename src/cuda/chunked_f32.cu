@@ -544,11 +544,10 @@ __device__ __forceinline__ ChainRun f32_chain_run(const ChunkParams& p, int role
 
 // D^T's token tiles by row block, each lane's four values in one float4, over A's tile (dead once
 // the inverse is formed; the split form's chain has no A): the warps of a row block exchange the
-// tiles each formed (kSplit > 1).
+// tiles each formed (four CTAs a pair).
 template <int kSplit>
 using F32DTiles = float4[F32Split<kSplit>::kRowBlocks][kC / 8][32];
-static_assert(sizeof(F32DTiles<2>) <= sizeof(F32Smem::a) && sizeof(F32DTiles<4>) <= sizeof(F32Smem::a),
-              "D^T's tiles fit A's");
+static_assert(sizeof(F32DTiles<4>) <= sizeof(F32Smem::a), "D^T's tiles fit A's");
 template <int kSplit>
 __device__ __forceinline__ F32DTiles<kSplit>& d_tiles_over(float (*tile)[kLdF32CC]) {
   return *reinterpret_cast<F32DTiles<kSplit>*>(&tile[0][0]);
@@ -699,10 +698,13 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
         if (owned) O[nt][0] = o.x, O[nt][1] = o.y, O[nt][2] = o.z, O[nt][3] = o.w;
       }
     }
-    // D^T = Y^T T^T, T_ij = X_ij beta_j (zero above the diagonal: tiles nt >= kt only). With key
-    // parts, each warp forms the token tiles it owns (o_tile_owned's, of equal cost: tile nt
+    // D^T = Y^T T^T, T_ij = X_ij beta_j (zero above the diagonal: tiles nt >= kt only). With four
+    // key parts, each warp forms the token tiles it owns (o_tile_owned's, of equal cost: tile nt
     // takes nt + 1 k-steps here too) and the row block's warps exchange them (F32DTiles), where
-    // each formed all eight: the same sums in the same order, so the same bits
+    // each formed all eight: the same sums in the same order, so the same bits. (Measured, 1 x
+    // 4096 and 1 x 16384: 1.4 to 2.1% faster; with two key parts, where each warp forms half
+    // the tiles twice over, the exchange's barrier cost more than it saved: Hv 64 2.2% slower.)
+    constexpr bool kExchangeD = kSplit == 4;
     float D[8][4] = {};
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt) {
@@ -710,12 +712,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_prefill_f32_kernel(const 
       const float b0 = s.beta[8 * kt + 2 * q], b1 = s.beta[8 * kt + 2 * q + 1];
 #pragma unroll
       for (int nt = kt; nt < 8; ++nt) {
-        if (!o_tile_owned<kSplit>(kp, nt)) continue;  // (warp-uniform)
+        if (kExchangeD && !o_tile_owned<kSplit>(kp, nt)) continue;  // (warp-uniform)
         const float2 xb = *reinterpret_cast<const float2*>(&s.x[8 * nt + g][8 * kt + 2 * q]);
         mma_3xtf32(D[nt], a, xb.x * b0, xb.y * b1);
       }
     }
-    if constexpr (kSplit > 1) {
+    if constexpr (kExchangeD) {
       F32DTiles<kSplit>& d_tiles = d_tiles_over<kSplit>(s.a);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
