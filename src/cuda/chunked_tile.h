@@ -547,14 +547,17 @@ struct SegmentPlan {
   int segments = 1;
   int64_t seg_chunks = 0;
 };
+// `chunks` cut into about m segments of equal length, none empty (so fewer than m where the
+// length rounds up).
+constexpr SegmentPlan even_segments(int64_t chunks, int m) {
+  const int64_t len = (chunks + m - 1) / m;
+  return SegmentPlan{int((chunks + len - 1) / len), len};
+}
 constexpr SegmentPlan plan_segments(int64_t chunks, int64_t units, int sms, int forced) {
   SegmentPlan best{1, chunks};
   if (chunks < 2 || units <= 0 || sms <= 0) return best;
   const auto waves = [&](int64_t ctas) { return (ctas + sms - 1) / sms; };
-  const auto plan = [&](int m) {
-    const int64_t len = (chunks + m - 1) / m;
-    return SegmentPlan{int((chunks + len - 1) / len), len};  // no empty segment
-  };
+  const auto plan = [&](int m) { return even_segments(chunks, m); };
   if (forced > 0) {
     const SegmentPlan f = plan(forced < kMaxSegments ? forced : kMaxSegments);
     return f.segments >= 2 ? f : best;
@@ -611,8 +614,8 @@ constexpr F32SegmentPlan plan_f32_segments(int64_t chunks, int64_t pairs, int sm
   const double unsplit = waves(pairs * unsplit_value_split) * double(chunks) * step(unsplit_value_split, true);
   double best_cost = forced_segments > 1 ? 1e300 : 0.9 * unsplit;
   for (int m = 2; m <= kMaxSegments; ++m) {
-    const int64_t len = (chunks + m - 1) / m;
-    const SegmentPlan sp{int((chunks + len - 1) / len), len};  // no empty segment
+    const SegmentPlan sp = even_segments(chunks, m);
+    const int64_t len = sp.seg_chunks;
     if (sp.segments < 2 || (forced_segments > 1 && m != (forced_segments < kMaxSegments ? forced_segments : kMaxSegments)))
       continue;
     for (const F32StepUs& t1 : kF32StepUs)
