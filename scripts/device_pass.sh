@@ -50,6 +50,10 @@
 #              chunked path's cost model, each case as chosen and with each form forced;
 #   sweep      (not in the default list) scripts/settings_sweep.sh: SWEEP_CASES each timed by gdn
 #              bench under each of SWEEP_SETTINGS ("VAR=x VAR2=y;VAR=z"; a plan's constants);
+#   stress     (not in the default list) Forms.SplitCallsAreDeterministic over STRESS_REPEATS
+#              (default 300) fresh input sets, for the builds STRESS_LIBS (default lib): the split
+#              form's calls twice, by both prepare instances, in windows, bit for bit; then the
+#              other same-bits tests STRESS_GTEST_REPEAT times (default 40; STRESS_REPEAT_FILTER);
 #   hostcost   (not in the default list) bench/host_cost_lab.cu: the host time of a plain decode
 #              call against its parts (pointer queries, device query, an empty launch), on an idle
 #              stream and back to back, for the builds HOSTCOST_LIBS ("lib NAME ...", default lib)
@@ -209,6 +213,25 @@ if has chunked; then
         --print-limit 20 "$BIN/cuda_chunked_test" --gtest_brief=1 "--gtest_filter=$filter" > "$WORK/chunked/$tool-$name.log" 2>&1
       note "chunked $tool ($name): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$WORK/chunked/$tool-$name.log" | tail -n 1) ($(elapsed))"
     done
+  done
+fi
+
+if has stress; then  # the split form's determinism over many input sets (a rare mismatch's hunt)
+  for d in $(builds "${STRESS_LIBS:-lib}"); do
+    name=$(basename "$d")
+    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 GDN_STRESS_REPEATS=${STRESS_REPEATS:-300} timeout "${STRESS_S:-240}" \
+      "$BIN/cuda_chunked_test" --gtest_brief=1 --gtest_filter=Forms.SplitCallsAreDeterministic \
+      > "$WORK/chunked/stress-$name.log" 2>&1
+    note "== stress ($name): rc=$? $(grep -E '^\[ stress \]' "$WORK/chunked/stress-$name.log") ($(elapsed))"
+    grep -E 'seed [0-9]+:' "$WORK/chunked/stress-$name.log" | head -30 | tee -a "$SUMMARY"
+    # the other tests that hold two forms to the same bits, each on STRESS_GTEST_REPEAT fresh seeds
+    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout "${STRESS_S:-240}" "$BIN/cuda_chunked_test" --gtest_brief=1 \
+      "--gtest_repeat=${STRESS_GTEST_REPEAT:-40}" "--gtest_filter=${STRESS_REPEAT_FILTER:-Forms.BackToBackOverlappedCallsChainTheirStates:Forms.OverlappedWindowsFollowTheCallersStream:Forms.PackedTailIgnoresNextSequence:Forms.ChainFormedUMatchesPreparedU:Forms.FusedTmaMatchesCpAsync:Forms.PrepareHeadGroupsMatchOneHead:Forms.F32SplitMatchesFused}" \
+      > "$WORK/chunked/stress-repeat-$name.log" 2>&1
+    rc=$?
+    note "stress repeats ($name): rc=$rc, $(grep -c '^\[  FAILED  \]' "$WORK/chunked/stress-repeat-$name.log") failure lines ($(elapsed))"
+    [ $rc -eq 0 ] || { grep -E 'Failure|seed|FAILED' "$WORK/chunked/stress-repeat-$name.log" | head -30 | tee -a "$SUMMARY"
+                       cp "$WORK/chunked/stress-repeat-$name.log" "$FINAL/"; }
   done
 fi
 

@@ -180,7 +180,8 @@ ChunkedPlan plan_call(const Problem& p) {
   const size_t chunk_bytes = sizeof(ck::PreparedChunk);
   const size_t state_bytes = size_t(p.V) * size_t(p.K) * sizeof(float);
   const size_t all_heads = size_t(p.N) * size_t(p.Hv) * chunk_bytes;  // one chunk of every (sequence, head)
-  const size_t carry_bytes = size_t(p.N) * size_t(p.Hv) * state_bytes;
+  // the state between windows, and each wgmma chain warp's exponent for it (ChunkParams::window_sigma)
+  const size_t carry_bytes = size_t(p.N) * size_t(p.Hv) * (state_bytes + size_t(p.V / 16) * sizeof(int32_t));
   const auto overlaps = [&](int split) {  // whether plan_windows would overlap that chain (dense only)
     return !p.packed && ck::plan_windows(chunks, p.N * p.Hv * split, sms, all_heads, carry_bytes).overlap;
   };
@@ -258,6 +259,7 @@ cudaError_t run_windows(const ck::ChunkedLaunchers& launch, const ck::ChunkParam
   base.chunk_slots = base.N * wc;
   base.seg_pass = ck::kPassWindow;
   base.window_state = reinterpret_cast<float*>(workspace + ck::kWindowBuffers * plan.prepared_bytes);
+  base.window_sigma = reinterpret_cast<int32_t*>(base.window_state + base.N * base.Hv * int64_t(ck::kV * ck::kK));
   const auto window = [&](int64_t w) {
     ck::ChunkParams p = base;
     p.window_begin = w * wc;

@@ -35,6 +35,9 @@ struct ChunkParams : BatchParams {
   int64_t window_begin = 0;
   int64_t window_chunks = 0;      // 0: no windows
   float* window_state = nullptr;  // workspace: [N, Hv, V, K] f32, the state between windows
+  int32_t* window_sigma = nullptr;  // workspace, after it: [N, Hv, V / 16] each wgmma chain warp's state
+                                    // exponent at its window's end (chunked_range.cuh), the state then
+                                    // stored as the registers hold it: the next window goes on bit for bit
   int32_t prep_heads = 1;         // value heads a wgmma prepare CTA takes (prep_group_heads): a
                                   // divisor of the ratio, all sharing one key head
   int32_t chain_forms_u = 0;      // the wgmma chain's U warpgroup forms U^T from T and Vc (its

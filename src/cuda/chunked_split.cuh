@@ -811,7 +811,12 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
                    // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
   int sigma = 0;
-  if (!copier && !u_role) load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
+  // a window's state as the window before left it: the registers' values and their exponent
+  int32_t* const window_sigma = p.seg_pass == kPassWindow ? p.window_sigma + (n * p.Hv + h) * (kV / 16) + row0 / 16 : nullptr;
+  if (!copier && !u_role) {
+    load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
+    if (window_sigma && run.start == kStartSegment) sigma = *window_sigma;
+  }
   if (tid == 0 && wg == 0 && !u_role) {
     mbarrier_init(&s.full[0], 1);
     mbarrier_init(&s.full[1], 1);
@@ -1014,8 +1019,15 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunks_loop(std::true_type{});
   }
   if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
+  if (window_sigma && run.end_state) {  // for the next window: S at 2^-sigma and sigma, so that it
+                                        // scales its f16 operands as one pass would (f16's subnormals
+                                        // round by scale: a window starting at sigma 0 with the true
+                                        // values differed in a last bit now and then)
+    store_segment_state(run.end_state, S, row0, 0, g, q);
+    if (lane == 0) *window_sigma = sigma;
+  }
   if (sigma != 0) scale_tiles(S, pow2(sigma));
-  if (run.end_state) store_segment_state(run.end_state, S, row0, 0, g, q);
+  if (run.end_state && !window_sigma) store_segment_state(run.end_state, S, row0, 0, g, q);
   if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 0, g, q);
 #endif
 }
