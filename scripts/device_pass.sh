@@ -53,7 +53,8 @@
 #   stress     (not in the default list) Forms.SplitCallsAreDeterministic over STRESS_REPEATS
 #              (default 300) fresh input sets, for the builds STRESS_LIBS (default lib): the split
 #              form's calls twice, by both prepare instances, in windows, bit for bit; then the
-#              other same-bits tests STRESS_GTEST_REPEAT times (default 40; STRESS_REPEAT_FILTER);
+#              other same-bits tests STRESS_GTEST_REPEAT times (default 40; STRESS_REPEAT_FILTER),
+#              and the recurrent kernel's (cuda_device_test, where packed: not with --slim);
 #   hostcost   (not in the default list) bench/host_cost_lab.cu: the host time of a plain decode
 #              call against its parts (pointer queries, device query, an empty launch), on an idle
 #              stream and back to back, for the builds HOSTCOST_LIBS ("lib NAME ...", default lib)
@@ -232,6 +233,15 @@ if has stress; then  # the split form's determinism over many input sets (a rare
     note "stress repeats ($name): rc=$rc, $(grep -c '^\[  FAILED  \]' "$WORK/chunked/stress-repeat-$name.log") failure lines ($(elapsed))"
     [ $rc -eq 0 ] || { grep -E 'Failure|seed|FAILED' "$WORK/chunked/stress-repeat-$name.log" | head -30 | tee -a "$SUMMARY"
                        cp "$WORK/chunked/stress-repeat-$name.log" "$FINAL/"; }
+    # the recurrent kernel's same-bits tests (its forms, cache hints, early launch, graphs, streams)
+    [ -x "$BIN/cuda_device_test" ] || continue
+    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout "${STRESS_S:-240}" "$BIN/cuda_device_test" --gtest_brief=1 \
+      "--gtest_repeat=${STRESS_GTEST_REPEAT:-40}" "--gtest_filter=DecodeForms.*:EarlyLaunch.*:Graph.*:Streams.*" \
+      > "$WORK/chunked/stress-decode-$name.log" 2>&1
+    rc=$?
+    note "stress repeats, decode ($name): rc=$rc, $(grep -c '^\[  FAILED  \]' "$WORK/chunked/stress-decode-$name.log") failure lines ($(elapsed))"
+    [ $rc -eq 0 ] || { grep -E 'Failure|seed|FAILED' "$WORK/chunked/stress-decode-$name.log" | head -30 | tee -a "$SUMMARY"
+                       cp "$WORK/chunked/stress-decode-$name.log" "$FINAL/"; }
   done
 fi
 
