@@ -217,7 +217,16 @@ if has chunked; then
   done
 fi
 
-if has stress; then  # the split form's determinism over many input sets (a rare mismatch's hunt)
+if has stress; then  # the same-bits tests over many input sets (a rare mismatch's hunt)
+  # stress_repeat BUILD_DIR LABEL TEST_BINARY FILTER: the filter's tests STRESS_GTEST_REPEAT times
+  stress_repeat() {
+    local log=$WORK/chunked/stress-$2.log
+    LD_LIBRARY_PATH=$PWD/$1:/usr/local/cuda/lib64 timeout "${STRESS_S:-240}" "$BIN/$3" --gtest_brief=1 \
+      "--gtest_repeat=${STRESS_GTEST_REPEAT:-40}" "--gtest_filter=$4" > "$log" 2>&1
+    local rc=$?
+    note "stress repeats, $2: rc=$rc, $(grep -c '^\[  FAILED  \]' "$log") failure lines ($(elapsed))"
+    [ $rc -eq 0 ] || { grep -E 'Failure|seed|FAILED' "$log" | head -30 | tee -a "$SUMMARY"; cp "$log" "$FINAL/"; }
+  }
   for d in $(builds "${STRESS_LIBS:-lib}"); do
     name=$(basename "$d")
     LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 GDN_STRESS_REPEATS=${STRESS_REPEATS:-300} timeout "${STRESS_S:-240}" \
@@ -225,23 +234,10 @@ if has stress; then  # the split form's determinism over many input sets (a rare
       > "$WORK/chunked/stress-$name.log" 2>&1
     note "== stress ($name): rc=$? $(grep -E '^\[ stress \]' "$WORK/chunked/stress-$name.log") ($(elapsed))"
     grep -E 'seed [0-9]+:' "$WORK/chunked/stress-$name.log" | head -30 | tee -a "$SUMMARY"
-    # the other tests that hold two forms to the same bits, each on STRESS_GTEST_REPEAT fresh seeds
-    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout "${STRESS_S:-240}" "$BIN/cuda_chunked_test" --gtest_brief=1 \
-      "--gtest_repeat=${STRESS_GTEST_REPEAT:-40}" "--gtest_filter=${STRESS_REPEAT_FILTER:-Forms.BackToBackOverlappedCallsChainTheirStates:Forms.OverlappedWindowsFollowTheCallersStream:Forms.PackedTailIgnoresNextSequence:Forms.ChainFormedUMatchesPreparedU:Forms.FusedTmaMatchesCpAsync:Forms.PrepareHeadGroupsMatchOneHead:Forms.F32SplitMatchesFused}" \
-      > "$WORK/chunked/stress-repeat-$name.log" 2>&1
-    rc=$?
-    note "stress repeats ($name): rc=$rc, $(grep -c '^\[  FAILED  \]' "$WORK/chunked/stress-repeat-$name.log") failure lines ($(elapsed))"
-    [ $rc -eq 0 ] || { grep -E 'Failure|seed|FAILED' "$WORK/chunked/stress-repeat-$name.log" | head -30 | tee -a "$SUMMARY"
-                       cp "$WORK/chunked/stress-repeat-$name.log" "$FINAL/"; }
-    # the recurrent kernel's same-bits tests (its forms, cache hints, early launch, graphs, streams)
-    [ -x "$BIN/cuda_device_test" ] || continue
-    LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 timeout "${STRESS_S:-240}" "$BIN/cuda_device_test" --gtest_brief=1 \
-      "--gtest_repeat=${STRESS_GTEST_REPEAT:-40}" "--gtest_filter=DecodeForms.*:EarlyLaunch.*:Graph.*:Streams.*" \
-      > "$WORK/chunked/stress-decode-$name.log" 2>&1
-    rc=$?
-    note "stress repeats, decode ($name): rc=$rc, $(grep -c '^\[  FAILED  \]' "$WORK/chunked/stress-decode-$name.log") failure lines ($(elapsed))"
-    [ $rc -eq 0 ] || { grep -E 'Failure|seed|FAILED' "$WORK/chunked/stress-decode-$name.log" | head -30 | tee -a "$SUMMARY"
-                       cp "$WORK/chunked/stress-decode-$name.log" "$FINAL/"; }
+    # the other tests that hold two forms to the same bits, each on fresh seeds every repeat
+    stress_repeat "$d" "chunked-$name" cuda_chunked_test "${STRESS_REPEAT_FILTER:-Forms.BackToBackOverlappedCallsChainTheirStates:Forms.OverlappedWindowsFollowTheCallersStream:Forms.PackedTailIgnoresNextSequence:Forms.ChainFormedUMatchesPreparedU:Forms.FusedTmaMatchesCpAsync:Forms.PrepareHeadGroupsMatchOneHead:Forms.F32SplitMatchesFused}"
+    # the recurrent kernel's (its forms, cache hints, early launch, graphs, streams)
+    [ -x "$BIN/cuda_device_test" ] && stress_repeat "$d" "decode-$name" cuda_device_test "DecodeForms.*:EarlyLaunch.*:Graph.*:Streams.*"
   done
 fi
 
