@@ -66,8 +66,8 @@ float parse_scale(const std::string& key, const std::string& value) {
 }
 
 std::string parse_decay(const std::string& key, const std::string& value) {
-  if (value != "normal" && value != "none" && value != "fast" && value != "mixed")
-    bad(key, value, "must be one of normal, none, fast, mixed");
+  if (value != "normal" && value != "none" && value != "fast" && value != "slow" && value != "mixed")
+    bad(key, value, "must be one of normal, none, fast, slow, mixed");
   return value;
 }
 

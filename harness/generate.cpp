@@ -64,22 +64,24 @@ double logsigmoid(double x) {
 }
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-enum class Decay { kNormal, kNone, kFast };
+enum class Decay { kNormal, kNone, kFast, kSlow };
 
-// The decay regime of value head h: decay=mixed cycles through the three.
+// The decay regime of value head h: decay=mixed cycles through normal, none and fast.
 Decay regime(const Case& c, int64_t h) {
   if (c.decay == "none") return Decay::kNone;
   if (c.decay == "fast") return Decay::kFast;
+  if (c.decay == "slow") return Decay::kSlow;
   if (c.decay == "mixed")
     return h % 3 == 0 ? Decay::kNormal : h % 3 == 1 ? Decay::kNone : Decay::kFast;
   return Decay::kNormal;
 }
 
-// log-decay g <= 0 of draw z in regime d: logsigmoid(z), 0, or about -20.
+// log-decay g <= 0 of draw z in regime d: logsigmoid(z), 0, about -20, or about -0.1.
 double log_decay(Decay d, double z) {
   switch (d) {
     case Decay::kNone: return 0.0;
     case Decay::kFast: return -20.0 + 0.5 * z;
+    case Decay::kSlow: return std::min(0.0, -0.1 + 0.025 * z);
     default: return logsigmoid(z);
   }
 }
@@ -164,7 +166,7 @@ GeneratedInputs generate(const Case& case_) {
   if (c.gate == GDN_GATE_RAW) {
     // g = -exp(A_log) softplus(a + dt_bias): A_log ~ U(-1, 1), dt_bias ~ N(0, 0.5), a ~ N(0, 1);
     // no decay: a near -60 (softplus ~ 1e-26); fast: A = 1 and a + dt_bias above softplus's
-    // threshold 20, so that both of its branches run.
+    // threshold 20, so that both of its branches run; slow: a near -2.5 (g about -0.03 to -0.2).
     in.A_log = make(c, c.gate_dtype, {c.Hv});
     in.dt_bias = make(c, c.gate_dtype, {c.Hv});
     const Random rl(c.seed, kSALog), rb(c.seed, kSDtBias);
@@ -182,6 +184,7 @@ GeneratedInputs generate(const Case& case_) {
         switch (regime(c, h)) {
           case Decay::kNone: out[h] = -60.0 + z; break;
           case Decay::kFast: out[h] = 20.0 + std::abs(z); break;
+          case Decay::kSlow: out[h] = -2.5 + 0.2 * z; break;
           default: out[h] = z;
         }
       }

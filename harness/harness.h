@@ -46,8 +46,9 @@ struct Case {
   int64_t ckpt = 0;                         // key: ckpt=n (chunk_checkpoint_every: snapshots only
                                             // after every n x 64 tokens of a sequence)
   gdn_path path = GDN_PATH_AUTO;            // key: path=auto|recurrent|chunked
-  // head-decay regime: key: decay=normal|none|fast|mixed (g = logsigmoid(N(0,1)), 0, near -20,
-  // or value heads cycling through those three)
+  // head-decay regime: key: decay=normal|none|fast|slow|mixed (g = logsigmoid(N(0,1)), 0, near
+  // -20, near -0.1 (a chunk's start fades by about 2^-9 a chunk of 64 tokens), or value heads
+  // cycling through the first three)
   std::string decay = "normal";
   uint64_t seed = 1;                        // key: seed=
   int64_t threads = 0;                      // key: threads= (cpu backend)

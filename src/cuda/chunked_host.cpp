@@ -116,6 +116,11 @@ bool token_tile_maps(const Problem& p, const ck::ChunkParams& c, ck::TileMaps& m
          cuda::encode_token_map(maps.o, c.o, sequences, tokens, p.Hv);
 }
 
+// ChunkParams::seg_live's words: 8 a (sequence, segment, value head), in 256-byte units.
+size_t seg_live_bytes(int64_t N, int64_t segments, int64_t Hv) {
+  return (size_t(N) * size_t(segments) * size_t(Hv) * 8 * sizeof(int32_t) + 255) / 256 * 256;
+}
+
 const ck::ChunkedLaunchers& launchers(const Problem& p) {
   return p.input_dtype == GDN_DTYPE_F16 ? ck::chunked_launchers_f16() : ck::chunked_launchers_bf16();
 }
@@ -200,7 +205,9 @@ ChunkedPlan plan_call(const Problem& p) {
     const ck::SegmentPlan s = ck::plan_segments(chunks, half_ctas, sms, int(env_int("GDN_CHUNKED_SEGMENTS", 0)));
     const int64_t pass1 = half_ctas * ck::pass1_runs(s.segments);
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
-    const size_t states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes;
+    // the segment states, then the transition runs' live words (ChunkParams::seg_live)
+    const size_t states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes +
+                          seg_live_bytes(p.N, s.segments, p.Hv);
     if (s.segments > 1 && pass1 <= INT_MAX && combine <= INT_MAX &&
         plan.prepared_bytes + states <= ck::kMaxOnePassWorkspaceBytes) {
       plan.segments = s;
@@ -436,6 +443,15 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   // indices are known uniform, beside overlapped windows too (1 x 16384 0.572 -> 0.564 ms, 1 x
   // 65536 2.088 -> 2.057; docs/NOTES.md, fifty-third session). GDN_CHUNKED_CHAIN_U=0|1 forces
   // either (the tests run both).
+  // The forgotten start (ChunkParams::seg_live, chunked_runs.cuh): with the sequence split on the
+  // wgmma chain, pass 1's local runs write o and pass 2 redoes only the chunks whose start the
+  // transitions have not yet brought below 2^kForgetExponent. Not with checkpoints (pass 1's
+  // local runs would store them before the true ones). GDN_CHUNKED_FORGET=0 keeps pass 2 whole
+  // (the tests run both).
+  if (c.chain_wgmma && c.segments > 1 && c.ckpt_tokens == 0 && env_int("GDN_CHUNKED_FORGET", 1) != 0)
+    c.seg_live = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(c.seg_states) +
+                                            size_t(p.N) * size_t(c.segments) * size_t(p.Hv) * ck::kSegStates *
+                                                size_t(p.V) * size_t(p.K) * sizeof(float));
   const int64_t forced_chain_u = env_int("GDN_CHUNKED_CHAIN_U", -1);
   c.chain_forms_u = c.chain_wgmma && c.segments < 2 && forced_chain_u != 0;
   // The wgmma prepare kernel's head groups, except beside an overlapped window's chain: that

@@ -28,6 +28,12 @@ struct ChunkParams : BatchParams {
   int32_t seg_pass = 0;         // chain pass: 0 whole sequences, 1 segment runs, 2 segments again
   int64_t seg_chunks = 0;       // chunks per segment
   float* seg_states = nullptr;  // workspace: [N, segments, Hv, 3 (R, A, S_start), V, K] f32
+  // the forgotten start (wgmma chain, no checkpoints; null: off): workspace after seg_states,
+  // [N, segments, Hv, 8] int32, each transition run warp's (2 CTAs x 4 warps) last chunk of its
+  // segment (relative) at whose start the transition from the segment's start was not yet below
+  // 2^kForgetExponent; pass 1's local runs then write o, and pass 2 redoes only the chunks up to
+  // it (chunked_runs.cuh)
+  int32_t* seg_live = nullptr;
   // windows (dense batches, the split form without a sequence split; chunked_tile.h): one
   // prepare and one chain launch (seg_pass kPassWindow) per window of chunks
   // [window_begin, window_begin + window_chunks) of every sequence; `prepared` then holds that

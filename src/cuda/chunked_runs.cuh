@@ -4,6 +4,7 @@
 // and the f32 one (chunked_f32.cu).
 #pragma once
 
+#include "cuda/chunked_range.cuh"
 #include "cuda/chunked_steps.cuh"
 
 namespace gdn::cuda::chunked {
@@ -19,10 +20,37 @@ struct ChainRun {
   bool end_final = true;           // store the end state as the final state (p.ht, if asked for)
   const float* start_state = nullptr;  // [V, K] f32 (kStartSegment)
   float* end_state = nullptr;          // [V, K] f32 workspace, or null
+  // a transition run with p.seg_live: its warps' words there (the last chunk still live)
+  int32_t* live_words = nullptr;
+  // pass 2 cut short (p.seg_live): the final state is this segment's local end state R (the
+  // start's share of it below 2^kForgetExponent), not the run's end
+  const float* final_from = nullptr;
 };
 
 __device__ __forceinline__ float* seg_state(const ChunkParams& p, int64_t n, int m, int h, int kind) {
   return p.seg_states + (((n * p.segments + m) * p.Hv + h) * kSegStates + kind) * int64_t(kV * kK);
+}
+
+// The forgotten start (ChunkParams::seg_live). Everything a segment computes is linear in its
+// start state, so pass 1's run from zeros (R) differs from the true run only by the start state
+// carried through the segment's transitions: at the start of the segment's chunk c, by
+// S_start A_{<c} (A_{<c}: the transition run's state there, exactly as pass 1 forms it). Where
+// ||A_{<c}||_2 is below 2^kForgetExponent (about 1e-12: far below f32's own rounding of the state),
+// chunk c onwards from R's run equals the true run within that fraction of the start state, and
+// pass 2 needs to redo only the chunks before the last c where it is not. The bound is measured,
+// not assumed: ||A||_2 <= ||A||_F <= K max|a_ij| < 2^(e + 8) for K = 128 and max|a_ij| < 2^(e + 1).
+// (Nothing about the gates or the keys is assumed; fast decays forget a chunk's start within a
+// chunk or two, no decay keeps every chunk live and pass 2 whole, as without it.)
+inline constexpr int kForgetExponent = -40;
+__device__ __forceinline__ int32_t* seg_live_words(const ChunkParams& p, int64_t n, int m, int h) {
+  return p.seg_live + ((n * p.segments + m) * p.Hv + h) * 8;
+}
+// Whether the transition's rows a warp holds (S, at 2^-sigma times their values) are still live
+// (warp-uniform).
+template <int kTiles>
+__device__ __forceinline__ bool transition_live(const float (&S)[kTiles][4], int sigma) {
+  const float m = warp_max_nonnegative(abs_max(S));  // (NaN: the largest bits, live)
+  return m > 0.f && exponent_of(m) + sigma + 8 > kForgetExponent;  // (a subnormal m reads as 2^-127: above it)
 }
 
 // The run's start state as the warp's accumulator tiles (rows [row0, +16), key columns

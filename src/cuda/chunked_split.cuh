@@ -537,10 +537,13 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
     const int m = 1 + (role - 1) / 2;
     const bool transition = (role - 1) % 2 == 1;
     span(m);
-    run.write_o = false;
+    // with the forgotten start (p.seg_live), the local run writes o (pass 2 redoes only the
+    // chunks whose start is still live) and the transition run notes where that ends
+    run.write_o = !transition && p.seg_live;
     run.start = transition ? kStartIdentity : kStartZero;
     run.use_u = !transition;
     run.end_state = seg_state(p, n, m, h, transition ? kSegA : kSegR);
+    if (transition && p.seg_live) run.live_words = seg_live_words(p, n, m, h);
     return run;
   }
   const int m = role + 1;  // pass 2: segments 1 .. segments - 1 from their true start
@@ -548,6 +551,16 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
   run.start = kStartSegment;
   run.start_state = seg_state(p, n, m, h, kSegStart);
   run.end_final = m == p.segments - 1;
+  if (p.seg_live) {  // only the chunks up to the last live one (chunked_runs.cuh)
+    const int32_t* live = seg_live_words(p, n, m, h);
+    int last = 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) last = max(last, live[w]);
+    if (run.c_begin + last + 1 < run.c_end) {
+      run.c_end = run.c_begin + last + 1;
+      if (run.end_final) run.final_from = seg_state(p, n, m, h, kSegR);
+    }
+  }
   return run;
 }
 
@@ -755,7 +768,9 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // them too, but through an mbarrier racecheck does not follow), kBarPipeIdle the state's ->
 // the U warpgroup (D's products are done: the U warpgroup's products run beside the state's
 // ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
-inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6;
+// kBarOStage: pass 1's runs that write o (segment 0, and local runs with p.seg_live), their
+// warpgroup alone (a paired CTA's transition run writes none).
+inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10;
 template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup>
 __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
@@ -921,6 +936,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   }
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
+  int last_live = 0;  // a transition run's last live chunk (run.live_words)
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
   // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
@@ -943,6 +959,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       if (kUWarpgroup) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       keep_state_in_range(S, sigma);
+      if constexpr (kPass1 && !kOutputs)  // a transition run: whether chunk c's start is still live
+        if (run.live_words && transition_live(S, sigma)) last_live = it;
       float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
       const float u_scale = pow2(-sigma);
 #pragma unroll
@@ -962,14 +980,16 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
             if (kUWarpgroup && c + 1 < run.c_end) named_barrier_arrive(kBarPipeIdle, 2 * kWgChainThreads);
           });
       if constexpr (kOutputs) {  // beside the state update's products
+        // the o staging's barrier: the run's warpgroup alone (in pass 1 the other may not write o)
+        const auto o_sync = [&] { named_barrier(kPass1 ? kBarOStage : 1, kWgChainThreads); };
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
-        sync();
+        o_sync();
         // the CTA's 64 values: the tile's first half (O at 2^-(sigma + p_exp) times o / scale)
         stage_o_stmatrix<M>(o_stage, O, p.scale * pow2(sigma + st.tiles.p_exp), warp, lane);
         const bool box_store = tma && (rows == kC || !p.cu_seqlens);
         if (box_store) fence_shared_for_wgmma();  // the staging -> the TMA store
-        sync();
+        o_sync();
         if (box_store) {
           if (tid == 0) {
             tma_store_4d(&maps.o, o_stage, v0, h, int(tok0), seq);
@@ -1026,9 +1046,21 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     store_segment_state(run.end_state, S, row0, 0, g, q);
     if (lane == 0) *window_sigma = sigma;
   }
+  if (kPass1 && run.live_words) {  // the segment's end, as if a chunk followed (the last segment's final state)
+    if (transition_live(S, sigma)) last_live = int(run.c_end - run.c_begin);
+    if (lane == 0) run.live_words[cta.block * 4 + warp] = last_live;
+  }
   if (sigma != 0) scale_tiles(S, pow2(sigma));
   if (run.end_state && !window_sigma) store_segment_state(run.end_state, S, row0, 0, g, q);
-  if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 0, g, q);
+  if (run.end_final && p.ht.p) {
+    if (run.final_from) {  // pass 2 cut short: the local run's end state (chain_run)
+      ChainRun local;
+      local.start = kStartSegment;
+      local.start_state = run.final_from;
+      load_run_start(p, local, sq.slot, h, S, row0, 0, g, q);
+    }
+    store_state(p, sq.slot, h, S, row0, 0, g, q);
+  }
 #endif
 }
 

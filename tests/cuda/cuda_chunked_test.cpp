@@ -827,6 +827,13 @@ TEST(Forms, WorkspaceIsAskedForAndRequired) {
     EXPECT_EQ(chunked_workspace_bytes(f32, "split"),
               size_t(11 * 4) * sizeof(cuda::chunked::F32PreparedChunk) + size_t(3 * 4 * 3) * 128 * 128 * sizeof(float));
   }
+  {  // bf16 inputs with the sequence split: the prepared chunks, the segment states, then 8 words
+     // a segment and value head (the forgotten start's, ChunkParams::seg_live) in 256-byte units
+    const EnvScope segments("GDN_CHUNKED_SEGMENTS", "3");
+    EXPECT_EQ(chunked_workspace_bytes("N=1,T=700,Hk=2,Hv=4,K=128,V=128,dtype=bf16,path=chunked", "split2"),
+              size_t(11 * 4) * sizeof(cuda::chunked::PreparedChunk) + size_t(3 * 4 * 3) * 128 * 128 * sizeof(float) +
+                  512);
+  }
 }
 
 // The f32 split form against the fused kernel: the prepare kernel writes the fused kernel's own
@@ -875,6 +882,9 @@ TEST(Forms, SegmentsMatchUnsplit) {
                            "N=2,T=777,Hk=2,Hv=4,dtype=f16,sdtype=bf16,gate=raw,l2norm=1,beta=logit",
                            "N=1,T=640,Hk=1,Hv=3,dtype=bf16,h0=0", "N=1,T=600,Hk=1,Hv=2,dtype=bf16,ht=0",
                            "N=1,T=2048,Hk=1,Hv=2,dtype=bf16,decay=none",
+                           // the forgotten start cut short mid-segment, and per head
+                           "N=1,T=4096,Hk=1,Hv=2,dtype=bf16,decay=slow",
+                           "N=1,T=2048,Hk=1,Hv=3,dtype=f16,decay=mixed,gate=raw",
                            // f32 inputs (their split form's own passes, chunked_f32.cu)
                            "N=1,T=1000,Hk=1,Hv=2,dtype=f32",
                            "N=2,T=700,Hk=2,Hv=4,dtype=f32,layout=kv,pool=5,pad=1,inplace=1,sdtype=bf16",
@@ -892,15 +902,18 @@ TEST(Forms, SegmentsMatchUnsplit) {
     ASSERT_EQ(run_oracle(pristine, 0, &oracle), GDN_STATUS_SUCCESS) << gdn_last_error();
     const Errors e_whole = check_outputs(pristine, whole, oracle);
     EXPECT_TRUE(e_whole.pass(chunked_tolerance(c))) << text << ": " << chunked_report(c, e_whole);
-    for (const char* segments : {"2", "5", "9"}) {
-      GeneratedInputs cut = pristine;
-      const FormScope scope("split2", segments);
-      ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
-      const Errors e = check_outputs(pristine, cut, oracle);
-      EXPECT_TRUE(e.pass(chunked_tolerance(c))) << text << ", segments " << segments << ": " << chunked_report(c, e);
-      EXPECT_LE(e.o, 1.25 * e_whole.o + 1e-4) << text << ", segments " << segments;
-      EXPECT_LE(e.final_state, 1.25 * e_whole.final_state + 1e-5) << text << ", segments " << segments;
-    }
+    for (const char* segments : {"2", "5", "9"})
+      for (const char* forget : {"1", "0"}) {  // pass 2 cut where the start is forgotten, or whole
+        GeneratedInputs cut = pristine;
+        const FormScope scope("split2", segments);
+        const EnvScope forget_scope("GDN_CHUNKED_FORGET", forget);
+        ASSERT_EQ(run_path(cut, GDN_PATH_CHUNKED), GDN_STATUS_SUCCESS) << gdn_last_error();
+        const Errors e = check_outputs(pristine, cut, oracle);
+        const std::string what = std::string(text) + ", segments " + segments + ", forget " + forget;
+        EXPECT_TRUE(e.pass(chunked_tolerance(c))) << what << ": " << chunked_report(c, e);
+        EXPECT_LE(e.o, 1.25 * e_whole.o + 1e-4) << what;
+        EXPECT_LE(e.final_state, 1.25 * e_whole.final_state + 1e-5) << what;
+      }
   }
 }
 
