@@ -152,8 +152,11 @@ __device__ __forceinline__ LabSmem& lab_smem() {
 
 // Both kernels' start: the stage barriers, then the copier warp's loop (chunk c + 1 into the
 // other stage once the step-c barrier has freed it); true for the copier, which is then done.
-template <bool kWithZ, int kThreads = kLabThreads, bool kLean = false>
-__device__ __forceinline__ bool run_copier(LabSmem& s, const LabStage* images) {
+// kResident (a timing probe): both stages copied once at the start and never again (each step
+// then reads one of two resident chunks: the stages' copies off the step entirely); `steps` the
+// steps the copier joins the step barrier for (the pair step's: kChunks / 2).
+template <bool kWithZ, int kThreads = kLabThreads, bool kLean = false, bool kResident = false>
+__device__ __forceinline__ bool run_copier(LabSmem& s, const LabStage* images, int steps = kChunks) {
   const int tid = int(threadIdx.x), lane = tid & 31, h = int(blockIdx.x);
   if (tid == 0) {
     mbarrier_init(&s.full[0], 1);
@@ -163,9 +166,11 @@ __device__ __forceinline__ bool run_copier(LabSmem& s, const LabStage* images) {
   named_barrier(2, kThreads);
   if (tid < kThreads - 32) return false;
   if (lane == 0) issue_stage<kWithZ>(s, images, h % kData, 0);
-  for (int c = 0; c < kChunks; ++c) {
+  if (kResident && lane == 0) issue_stage<kWithZ>(s, images, (h + 1) % kData, 1);
+  for (int c = 0; c < steps; ++c) {
     named_barrier(2, kThreads);
-    if (lane == 0 && c + 1 < kChunks) issue_stage<kWithZ, kLean>(s, images, (c + 1 + h) % kData, (c + 1) & 1, c + 1);
+    if (!kResident && lane == 0 && c + 1 < kChunks)
+      issue_stage<kWithZ, kLean>(s, images, (c + 1 + h) % kData, (c + 1) & 1, c + 1);
   }
   return true;
 }
@@ -180,10 +185,10 @@ __device__ __forceinline__ void finish_run(const Outputs& out, const float (&S)[
 
 // Step c's start: the step's barrier (the copier's too: it frees the other stage), then stage
 // c & 1 landed.
-template <int kThreads>
+template <int kThreads, bool kResident = false>
 __device__ __forceinline__ const LabStage& enter_step(LabSmem& s, int c) {
   named_barrier(2, kThreads);
-  mbarrier_wait(&s.full[c & 1], uint32_t(c >> 1) & 1u);
+  if (!kResident || c < 2) mbarrier_wait(&s.full[c & 1], uint32_t(c >> 1) & 1u);
   return s.stage[c & 1];
 }
 // D^T <- U^T of the stage at 2^-sigma, the state's scale.
@@ -206,18 +211,18 @@ __device__ __forceinline__ ChainTiles chain_tiles(const LabStage& st) {
 
 // kFragDepth: the fragment sets of S (and of D) in flight in wgmma_chain_outputs_half (the
 // library's 2; 4 and 8 measured against it: the same products, fewer waits inside its loops).
-template <int kFragDepth, bool kLean = false>
+template <int kFragDepth, bool kLean = false, bool kResident = false>
 __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const LabStage* images, Outputs out) {
 #if GDN_CHUNKED_WGMMA
   LabSmem& s = lab_smem();
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-  if (run_copier<false, kLabThreads, kLean>(s, images)) return;
+  if (run_copier<false, kLabThreads, kLean, kResident>(s, images)) return;
   float S[16][4] = {};
   int sigma = 0;
   float checksum = 0.f;
   for (int c = 0; c < kChunks; ++c) {
     const int buf = c & 1;
-    const LabStage& st = enter_step<kLabThreads>(s, c);
+    const LabStage& st = enter_step<kLabThreads, kResident>(s, c);
     const ChainTiles ct = chain_tiles(st);
     wgmma_wait<0>();
     keep_state_in_range(S, sigma);
@@ -230,6 +235,148 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_today_kernel(const LabSt
                                                            [&] { wgmma_state_update<M, false>(ct, lane, decay, S, D, a); });
     store_o(s, out, buf, O, sigma, tid, warp, lane, checksum);
     wgmma_wait<0>();
+  }
+  finish_run(out, S, sigma, checksum);
+#else
+  (void)images, (void)out;
+#endif
+}
+
+// ---- the pair step (sixtieth session): two chunks a step on one serial path
+//
+// A timing probe for a chain whose step takes 2C = 128 tokens (the chunk pair's factors formed
+// by the preparation: W', U' of the pair's WY form, P' with its block below the diagonal), so
+// that the step's serial path (S's range check, S's fragments, D's wait and range check, the
+// update's operands and its last product) is paid once per 128 tokens. Per step: D'^T = U'^T +
+// S (-W')^T as two m64n64 accumulators, O'^T = S Qc'^T the same, one wait, D's range check,
+// O'^T diag(q_f) + D'^T P'^T (P' lower block triangular: three 64 x 64 blocks, the one below the
+// diagonal taken from the second chunk's lo slot), then S = gamma S + D~'^T Kc' over 8 k-steps.
+// Both stages resident (copied once: the 128-token stage would be twice today's, and this
+// measures the step's own path against today's step with resident stages). Wrong results
+// (the pair's factors are two unrelated chunks' tiles); its time a 64-token chunk is the figure.
+#if GDN_CHUNKED_WGMMA
+template <int kTiles>
+__device__ __forceinline__ void pair_values_in_range(float (&S)[kTiles][4], float (&D0)[8][4], float (&D1)[8][4],
+                                                     float (&O0)[8][4], float (&O1)[8][4], int& sigma) {
+  const float m = fmaxf(abs_max(D0), abs_max(D1));
+  if (__any_sync(0xffffffffu, m >= kValuesHigh)) {
+    const int d = min(exponent_of(warp_max(m)) - 13, kSigmaMax - sigma);
+    if (d <= 0) return;
+    const float f = pow2(-d);
+    scale_tiles(S, f);
+    scale_tiles(D0, f);
+    scale_tiles(D1, f);
+    scale_tiles(O0, f);
+    scale_tiles(O1, f);
+    sigma += d;
+  }
+}
+#endif
+
+__global__ void __launch_bounds__(kLabThreads, 1) chain_pair_kernel(const LabStage* images, Outputs out) {
+#if GDN_CHUNKED_WGMMA
+  LabSmem& s = lab_smem();
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, q = lane & 3;
+  if (run_copier<false, kLabThreads, false, true>(s, images, kChunks / 2)) return;
+  float S[16][4] = {};
+  int sigma = 0;
+  float checksum = 0.f;
+  for (int c = 0; c < kChunks; c += 2) {
+    named_barrier(2, kLabThreads);
+    if (c == 0) {
+      mbarrier_wait(&s.full[0], 0u);
+      mbarrier_wait(&s.full[1], 0u);
+    }
+    const LabStage& st0 = s.stage[0];
+    const LabStage& st1 = s.stage[1];
+    const ChainTiles c0 = chain_tiles(st0), c1 = chain_tiles(st1);
+    wgmma_wait<0>();
+    keep_state_in_range(S, sigma);
+    float D0[8][4], D1[8][4], O0[8][4], O1[8][4];  // D'^T, O'^T: [64 value rows, 64 tokens] each half
+    d_from_u(st0, warp, lane, sigma, D0);
+    d_from_u(st1, warp, lane, sigma, D1);
+    const float decay1 = chunk_decay(c1), decay = chunk_decay(c0) * decay1;
+    {
+      uint32_t a[2][2][4];  // S in f16 (D's products), S in bf16 (O's)
+#pragma unroll
+      for (int ks = 0; ks < kK / 16; ++ks) {
+        if (ks >= 2) wgmma_wait<1>();
+        acc_to_a<MmaF16>(S, ks, a[ks & 1][0]);
+        acc_to_a<M>(S, ks, a[ks & 1][1]);
+        wgmma_fence();
+        wgmma_64<MmaF16>(D0, a[ks & 1][0], k_major_desc<kK>(c0.w_neg, 16 * ks));
+        wgmma_64<MmaF16>(D1, a[ks & 1][0], k_major_desc<kK>(c1.w_neg, 16 * ks));
+        if (ks == 0) {
+          wgmma_64<M, false>(O0, a[0][1], swizzle128_desc_k<kC>(c0.q, 0));
+          wgmma_64<M, false>(O1, a[0][1], swizzle128_desc_k<kC>(c1.q, 0));
+        } else {
+          wgmma_64<M>(O0, a[ks & 1][1], swizzle128_desc_k<kC>(c0.q, 16 * ks));
+          wgmma_64<M>(O1, a[ks & 1][1], swizzle128_desc_k<kC>(c1.q, 16 * ks));
+        }
+        wgmma_commit();
+      }
+    }
+    scale_tiles(S, decay);  // (the early decay: S is no product's operand now)
+    float2 qf0[8], qf1[8];
+    load_output_factors(c0, q, qf0);
+    load_output_factors(c1, q, qf1);
+    wgmma_wait<0>();
+    pair_values_in_range(S, D0, D1, O0, O1, sigma);
+    scale_token_columns(O0, qf0);
+    scale_token_columns(O1, qf1);
+    {
+      uint32_t b[4][4];  // D's f16 fragments, a k-step (16 tokens) each
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {  // O0 += D0^T P00^T, O1 += D0^T P10^T
+        acc_to_a<MmaF16>(D0, ks, b[ks]);
+        wgmma_fence();
+        wgmma_64<MmaF16>(O0, b[ks], k_major_desc<kC>(c0.p_hi, chain_token_block(ks)));
+        wgmma_64<MmaF16>(O1, b[ks], k_major_desc<kC>(c1.p_lo, chain_token_block(ks)));
+        wgmma_commit();
+      }
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {  // O1 += D1^T P11^T
+        wgmma_wait<3>();  // (the group that read b[ks])
+        acc_to_a<MmaF16>(D1, ks, b[ks]);
+        wgmma_fence();
+        wgmma_64<MmaF16>(O1, b[ks], k_major_desc<kC>(c1.p_hi, chain_token_block(ks)));
+        wgmma_commit();
+      }
+    }
+    {  // S = gamma S + D~'^T Kc': the first chunk's tokens by k_f times the second's decay
+      float2 kf0[8], kf1[8];
+      load_state_factors(c0, q, kf0);
+      load_state_factors(c1, q, kf1);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) kf0[t].x *= decay1, kf0[t].y *= decay1;
+      uint32_t u0[4][2][4], u1[4][2][4];
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        float dd[2][4];
+        state_factor_tiles(D0, kf0, ks, dd);
+        acc_to_a_split<M>(dd, 0, u0[ks][0], u0[ks][1]);
+        wgmma_fence();
+        const uint64_t kd = swizzle128_desc_mn<kC>(c0.k, chain_token_block(ks));
+        wgmma_128_mn<M>(S, u0[ks][0], kd);
+        wgmma_128_mn<M>(S, u0[ks][1], kd);
+        if (ks & 1) wgmma_commit();
+      }
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        float dd[2][4];
+        state_factor_tiles(D1, kf1, ks, dd);
+        acc_to_a_split<M>(dd, 0, u1[ks][0], u1[ks][1]);
+        wgmma_fence();
+        const uint64_t kd = swizzle128_desc_mn<kC>(c1.k, chain_token_block(ks));
+        wgmma_128_mn<M>(S, u1[ks][0], kd);
+        wgmma_128_mn<M>(S, u1[ks][1], kd);
+        if (ks & 1) wgmma_commit();
+      }
+      wgmma_wait<4>();  // O' complete; the update's four groups in flight
+      store_o(s, out, 0, O0, sigma, tid, warp, lane, checksum);
+      store_o(s, out, 1, O1, sigma, tid, warp, lane, checksum);
+      wgmma_wait<0>();
+    }
   }
   finish_run(out, S, sigma, checksum);
 #else
@@ -677,6 +824,15 @@ int main() {
     const Result r = run(chain_today_kernel<2, true>, d_images);
     std::printf("today, Qc and Kc not copied:  %7.3f us a step (%.3f of today's)\n", r.us_per_step,
                 r.us_per_step / today.us_per_step);
+  }
+  {  // the pair step against today's, both with resident stages (sixtieth session)
+    const Result r = run(chain_today_kernel<2, false, true>, d_images);
+    const Result p = run(chain_pair_kernel, d_images);
+    std::printf("today, stages resident:       %7.3f us a step (%.3f of today's)\n", r.us_per_step,
+                r.us_per_step / today.us_per_step);
+    std::printf("pair step, stages resident:   %7.3f us a 64-token chunk, %d registers, %d bytes spilled "
+                "(%.3f of today's resident; wrong results by design)\n", p.us_per_step, p.regs, p.spill,
+                p.us_per_step / r.us_per_step);
   }
   const bool ok = same && std::isfinite(ds) && std::isfinite(dc) && ds < 2e-2 && dc < 2e-2;
   std::printf("%s\n", ok ? "PASS: the two steps agree" : "FAIL: the steps disagree");
