@@ -92,6 +92,7 @@ struct ChunkedPlan {
   size_t prepared_bytes = 0;   // the prepared chunks (with windows: one window buffer), first
   size_t workspace_bytes = 0;  // and the segment or window states after them
   size_t ckpt_ok_offset = 0;   // with checkpoints into a pool: ChunkParams::ckpt_seq_ok, at the end
+  bool forget = false;         // the sequence split's forgotten start (ChunkParams::seg_live)
   int f32_value_split = 1;     // f32 inputs: CTAs per (sequence, value head) (f32_value_split)
   int f32_pass1_split = 1;     // f32 inputs with the sequence split: pass 1's (plan_f32_segments)
 };
@@ -202,7 +203,14 @@ ChunkedPlan plan_call(const Problem& p) {
   if (!p.packed) {
     // the sequence split runs on the key-half chain
     const int64_t half_ctas = p.N * p.Hv * ck::kVSplit;
-    const ck::SegmentPlan s = ck::plan_segments(chunks, half_ctas, sms, int(env_int("GDN_CHUNKED_SEGMENTS", 0)));
+    ck::SegmentPlan s = ck::plan_segments(chunks, half_ctas, sms, int(env_int("GDN_CHUNKED_SEGMENTS", 0)));
+    // The forgotten start (ChunkParams::seg_live; for now on GDN_CHUNKED_FORGET=1 only): pass 2
+    // redoes each segment's chunks only up to the last whose start the measured transition has
+    // not forgotten, but the last segment has no pass-1 runs and runs whole, so it is made the
+    // short remainder: the others floor((chunks - 1) / (segments - 1)) chunks.
+    plan.forget = plan.wgmma_chain && !checkpoints && env_int("GDN_CHUNKED_FORGET", 0) != 0;
+    if (plan.forget && s.segments > 2 && (chunks - 1) / (s.segments - 1) >= 1)
+      s.seg_chunks = (chunks - 1) / (s.segments - 1);
     const int64_t pass1 = half_ctas * ck::pass1_runs(s.segments);
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
     // the segment states, then the transition runs' live words (ChunkParams::seg_live)
@@ -446,9 +454,9 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   // The forgotten start (ChunkParams::seg_live, chunked_runs.cuh): with the sequence split on the
   // wgmma chain, pass 1's local runs write o and pass 2 redoes only the chunks whose start the
   // transitions have not yet brought below 2^kForgetExponent. Not with checkpoints (pass 1's
-  // local runs would store them before the true ones). GDN_CHUNKED_FORGET=0 keeps pass 2 whole
-  // (the tests run both).
-  if (c.chain_wgmma && c.segments > 1 && c.ckpt_tokens == 0 && env_int("GDN_CHUNKED_FORGET", 1) != 0)
+  // local runs would store them before the true ones); on GDN_CHUNKED_FORGET=1 (plan_call; the
+  // tests run both).
+  if (c.chain_wgmma && c.segments > 1 && plan.forget)
     c.seg_live = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(c.seg_states) +
                                             size_t(p.N) * size_t(c.segments) * size_t(p.Hv) * ck::kSegStates *
                                                 size_t(p.V) * size_t(p.K) * sizeof(float));

@@ -22,9 +22,6 @@ struct ChainRun {
   float* end_state = nullptr;          // [V, K] f32 workspace, or null
   // a transition run with p.seg_live: its warps' words there (the last chunk still live)
   int32_t* live_words = nullptr;
-  // pass 2 cut short (p.seg_live): the final state is this segment's local end state R (the
-  // start's share of it below 2^kForgetExponent), not the run's end
-  const float* final_from = nullptr;
 };
 
 __device__ __forceinline__ float* seg_state(const ChunkParams& p, int64_t n, int m, int h, int kind) {

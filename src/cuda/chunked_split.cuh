@@ -551,15 +551,13 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
   run.start = kStartSegment;
   run.start_state = seg_state(p, n, m, h, kSegStart);
   run.end_final = m == p.segments - 1;
-  if (p.seg_live) {  // only the chunks up to the last live one (chunked_runs.cuh)
+  if (p.seg_live && !run.end_final) {  // only the chunks up to the last live one (chunked_runs.cuh;
+                                       // the last segment has no pass-1 runs: it runs whole)
     const int32_t* live = seg_live_words(p, n, m, h);
     int last = 0;
 #pragma unroll
     for (int w = 0; w < 8; ++w) last = max(last, live[w]);
-    if (run.c_begin + last + 1 < run.c_end) {
-      run.c_end = run.c_begin + last + 1;
-      if (run.end_final) run.final_from = seg_state(p, n, m, h, kSegR);
-    }
+    if (run.c_begin + last + 1 < run.c_end) run.c_end = run.c_begin + last + 1;
   }
   return run;
 }
@@ -1046,21 +1044,13 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     store_segment_state(run.end_state, S, row0, 0, g, q);
     if (lane == 0) *window_sigma = sigma;
   }
-  if (kPass1 && run.live_words) {  // the segment's end, as if a chunk followed (the last segment's final state)
+  if (kPass1 && run.live_words) {  // the segment's end, as if a chunk followed
     if (transition_live(S, sigma)) last_live = int(run.c_end - run.c_begin);
     if (lane == 0) run.live_words[cta.block * 4 + warp] = last_live;
   }
   if (sigma != 0) scale_tiles(S, pow2(sigma));
   if (run.end_state && !window_sigma) store_segment_state(run.end_state, S, row0, 0, g, q);
-  if (run.end_final && p.ht.p) {
-    if (run.final_from) {  // pass 2 cut short: the local run's end state (chain_run)
-      ChainRun local;
-      local.start = kStartSegment;
-      local.start_state = run.final_from;
-      load_run_start(p, local, sq.slot, h, S, row0, 0, g, q);
-    }
-    store_state(p, sq.slot, h, S, row0, 0, g, q);
-  }
+  if (run.end_final && p.ht.p) store_state(p, sq.slot, h, S, row0, 0, g, q);
 #endif
 }
 
