@@ -42,11 +42,9 @@ inline constexpr int kForgetExponent = -40;
 __device__ __forceinline__ int32_t* seg_live_words(const ChunkParams& p, int64_t n, int m, int h) {
   return p.seg_live + ((n * p.segments + m) * p.Hv + h) * 8;
 }
-// Whether the transition's rows a warp holds (S, at 2^-sigma times their values) are still live
-// (warp-uniform).
-template <int kTiles>
-__device__ __forceinline__ bool transition_live(const float (&S)[kTiles][4], int sigma) {
-  const float m = warp_max_nonnegative(abs_max(S));  // (NaN: the largest bits, live)
+// Whether the transition's rows a warp holds are still live, m their largest |value| in the
+// registers (warp_max_nonnegative: a NaN has the largest bits, live), at 2^-sigma times the values.
+__device__ __forceinline__ bool transition_live(float m, int sigma) {
   return m > 0.f && exponent_of(m) + sigma + 8 > kForgetExponent;  // (a subnormal m reads as 2^-127: above it)
 }
 

@@ -768,13 +768,15 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
 // kBarOStage: pass 1's runs that write o (segment 0, and local runs with p.seg_live), their
 // warpgroup alone (a paired CTA's transition run writes none).
-inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10;
+// kBarTransition: a pass-1 transition run's warpgroup alone (its rows' zero test, p.seg_live).
+inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10, kBarTransition = 11;
 template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup>
 __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  __shared__ int transition_zero[2][4];  // a transition run's warps' rows at zero, by step parity (p.seg_live)
   constexpr int kWorkers = wg_chain_workers(kPass1);                // the state warpgroups' threads
   // kUWarpgroup: U^T by a warpgroup of its own (threads [kWorkers, +128)), the instance for
   // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
@@ -958,7 +960,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       keep_state_in_range(S, sigma);
       if constexpr (kPass1 && !kOutputs)  // a transition run: whether chunk c's start is still live
-        if (run.live_words && transition_live(S, sigma)) last_live = it;
+        if (run.live_words && transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = it;
       float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
       const float u_scale = pow2(-sigma);
 #pragma unroll
@@ -1005,6 +1007,18 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
         }
       }
       wgmma_wait<0>();
+      if constexpr (kPass1 && !kOutputs) {
+        if (run.live_words) {  // a transition run: whether the CTA's rows of it are now exactly
+                               // zero (they stay zero: no U, each row's next value a product of
+                               // the row), so that its later steps need no products
+          const bool zero = !__any_sync(0xffffffffu, abs_max(S) != 0.f);
+          if (lane == 0) transition_zero[it & 1][warp] = zero;
+          named_barrier(kBarTransition, kWgChainThreads);
+          return !(transition_zero[it & 1][0] && transition_zero[it & 1][1] && transition_zero[it & 1][2] &&
+                   transition_zero[it & 1][3]);
+        }
+      }
+      return true;
     };
     if constexpr (kCheckpoints && kOutputs) {
       // A run that writes o carries the true state: its chunks in spans that end at a
@@ -1025,7 +1039,14 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
         c_span = span_end;
       }
     } else {
-      for (int64_t c = run.c_begin; c < run.c_end; ++c) chunk_step(c);
+      for (int64_t c = run.c_begin; c < run.c_end; ++c)
+        if (!chunk_step(c)) {  // a transition run's rows at zero: the other run's steps' barriers only
+          for (++c; c < run.c_end; ++c) {
+            sync_with_copier();
+            if (!by_tma(c)) sync();
+          }
+          break;
+        }
     }
   };
   if constexpr (kPass1) {
@@ -1045,7 +1066,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     if (lane == 0) *window_sigma = sigma;
   }
   if (kPass1 && run.live_words) {  // the segment's end, as if a chunk followed
-    if (transition_live(S, sigma)) last_live = int(run.c_end - run.c_begin);
+    if (transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = int(run.c_end - run.c_begin);
     if (lane == 0) run.live_words[cta.block * 4 + warp] = last_live;
   }
   if (sigma != 0) scale_tiles(S, pow2(sigma));
