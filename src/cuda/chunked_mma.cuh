@@ -166,6 +166,16 @@ __device__ __forceinline__ void store_acc_f32(const float (&acc)[4], float* to, 
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Named barrier `id` of `threads` threads that also returns whether `pred` holds in all of them.
+__device__ __forceinline__ bool named_barrier_and(int id, int threads, bool pred) {
+  uint32_t all;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.and.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(all)
+      : "r"(uint32_t(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return all != 0;
+}
 // Arrival on named barrier `id` without waiting (the producer's side of a hand-over whose
 // consumers bar.sync on it: `threads` counts both).
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {

@@ -770,17 +770,20 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // warpgroup alone (a paired CTA's transition run writes none).
 // kBarTransition: a pass-1 transition run's warpgroup alone (its rows' zero test, p.seg_live).
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10, kBarTransition = 11;
-template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup>
+// kForget (pass 1 with p.seg_live, no checkpoints: its own instance, so that the others keep
+// their code): the local runs write o, and the transition runs note their last live chunk and
+// stop their products once their rows are zero (chunked_runs.cuh).
+template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup, bool kForget = false>
 __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
 #if GDN_CHUNKED_WGMMA
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WgChainSmem& s = *reinterpret_cast<WgChainSmem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
-  __shared__ int transition_zero[2][4];  // a transition run's warps' rows at zero, by step parity (p.seg_live)
   constexpr int kWorkers = wg_chain_workers(kPass1);                // the state warpgroups' threads
   // kUWarpgroup: U^T by a warpgroup of its own (threads [kWorkers, +128)), the instance for
   // p.chain_forms_u (never in pass 1: the sequence split's prepared chunks hold U^T)
   static_assert(!(kPass1 && kUWarpgroup), "pass 1 takes U^T as prepared");
+  static_assert(!kForget || (kPass1 && !kCheckpoints), "the forgotten start: pass 1 without checkpoints");
   constexpr int kCopier0 = 2 * kWgChainThreads;                      // (kWgChainCtaThreads)
   // the warp's index broadcast from its lane 0, so that the compiler knows every role test below
   // is warp-uniform (the roles' loops then keep their indices and descriptors uniform)
@@ -959,7 +962,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       if (kUWarpgroup) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       keep_state_in_range(S, sigma);
-      if constexpr (kPass1 && !kOutputs)  // a transition run: whether chunk c's start is still live
+      if constexpr (kForget && !kOutputs)  // a transition run: whether chunk c's start is still live
         if (run.live_words && transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = it;
       float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
       const float u_scale = pow2(-sigma);
@@ -981,7 +984,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
           });
       if constexpr (kOutputs) {  // beside the state update's products
         // the o staging's barrier: the run's warpgroup alone (in pass 1 the other may not write o)
-        const auto o_sync = [&] { named_barrier(kPass1 ? kBarOStage : 1, kWgChainThreads); };
+        const auto o_sync = [&] { named_barrier(kForget ? kBarOStage : 1, kWgChainThreads); };
         uint16_t* o_stage = s.o_stage[buf];
         if (tid == 0) bulk_wait_read<1>();  // chunk c - 2's store has read o_stage[buf]
         o_sync();
@@ -1007,15 +1010,11 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
         }
       }
       wgmma_wait<0>();
-      if constexpr (kPass1 && !kOutputs) {
+      if constexpr (kForget && !kOutputs) {
         if (run.live_words) {  // a transition run: whether the CTA's rows of it are now exactly
                                // zero (they stay zero: no U, each row's next value a product of
                                // the row), so that its later steps need no products
-          const bool zero = !__any_sync(0xffffffffu, abs_max(S) != 0.f);
-          if (lane == 0) transition_zero[it & 1][warp] = zero;
-          named_barrier(kBarTransition, kWgChainThreads);
-          return !(transition_zero[it & 1][0] && transition_zero[it & 1][1] && transition_zero[it & 1][2] &&
-                   transition_zero[it & 1][3]);
+          return !named_barrier_and(kBarTransition, kWgChainThreads, abs_max(S) == 0.f);
         }
       }
       return true;
@@ -1038,7 +1037,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
         }
         c_span = span_end;
       }
-    } else {
+    } else if constexpr (kForget && !kOutputs) {
       for (int64_t c = run.c_begin; c < run.c_end; ++c)
         if (!chunk_step(c)) {  // a transition run's rows at zero: the other run's steps' barriers only
           for (++c; c < run.c_end; ++c) {
@@ -1047,6 +1046,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
           }
           break;
         }
+    } else {
+      for (int64_t c = run.c_begin; c < run.c_end; ++c) chunk_step(c);
     }
   };
   if constexpr (kPass1) {
@@ -1065,7 +1066,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     store_segment_state(run.end_state, S, row0, 0, g, q);
     if (lane == 0) *window_sigma = sigma;
   }
-  if (kPass1 && run.live_words) {  // the segment's end, as if a chunk followed
+  if (kForget && run.live_words) {  // the segment's end, as if a chunk followed
     if (transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = int(run.c_end - run.c_begin);
     if (lane == 0) run.live_words[cta.block * 4 + warp] = last_live;
   }
@@ -1151,6 +1152,7 @@ cudaError_t set_split_smem_limits() {
       {k(chunk_chain_wgmma_kernel<M, false, true, true>), kWgChainSmemBytes},
       {k(chunk_chain_wgmma_kernel<M, true, false, false>), kWgChainSmemBytes},
       {k(chunk_chain_wgmma_kernel<M, true, true, false>), kWgChainSmemBytes},
+      {k(chunk_chain_wgmma_kernel<M, true, false, false, true>), kWgChainSmemBytes},
       {k(segment_combine_kernel<M>), kCombineSmemBytes},
   };
   for (const Limit& l : limits) {
@@ -1192,7 +1194,9 @@ cudaError_t launch_chain(const ChunkParams& p, int64_t runs, const TileMaps& map
   const bool ckpt = p.ckpt_tokens > 0;
   if (runs_wgmma_chain(p) && p.seg_pass == 1) {  // paired: one CTA for a middle segment's R and A
     const dim3 pass1(unsigned(p.N * p.Hv * kVSplit * wg_chain_pass1_ctas(p.segments)));
-    (ckpt ? chunk_chain_wgmma_kernel<M, true, true, false> : chunk_chain_wgmma_kernel<M, true, false, false>)
+    (p.seg_live ? chunk_chain_wgmma_kernel<M, true, false, false, true>
+     : ckpt     ? chunk_chain_wgmma_kernel<M, true, true, false>
+                : chunk_chain_wgmma_kernel<M, true, false, false>)
         <<<pass1, dim3(kWgChainCtaThreads), kWgChainSmemBytes, stream>>>(p, maps);
   } else if (runs_wgmma_chain(p) && p.chain_forms_u) {  // U^T by the chain's U warpgroup
     (ckpt ? chunk_chain_wgmma_kernel<M, false, true, true> : chunk_chain_wgmma_kernel<M, false, false, true>)
