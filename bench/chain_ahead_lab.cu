@@ -271,6 +271,23 @@ __device__ __forceinline__ void pair_values_in_range(float (&S)[kTiles][4], floa
     sigma += d;
   }
 }
+
+// One chunk's half of the pair's state update: S += D~^T Kc over its 4 k-steps (hi and lo
+// products), committed two k-steps a group; u holds the fragments until they complete.
+__device__ __forceinline__ void pair_update_half(float (&S)[16][4], const float (&D)[8][4], const float2 (&kf)[8],
+                                                 const uint16_t* k_tile, uint32_t (&u)[4][2][4]) {
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    float dd[2][4];
+    state_factor_tiles(D, kf, ks, dd);
+    acc_to_a_split<M>(dd, 0, u[ks][0], u[ks][1]);
+    wgmma_fence();
+    const uint64_t kd = swizzle128_desc_mn<kC>(k_tile, chain_token_block(ks));
+    wgmma_128_mn<M>(S, u[ks][0], kd);
+    wgmma_128_mn<M>(S, u[ks][1], kd);
+    if (ks & 1) wgmma_commit();
+  }
+}
 #endif
 
 __global__ void __launch_bounds__(kLabThreads, 1) chain_pair_kernel(const LabStage* images, Outputs out) {
@@ -350,28 +367,8 @@ __global__ void __launch_bounds__(kLabThreads, 1) chain_pair_kernel(const LabSta
 #pragma unroll
       for (int t = 0; t < 8; ++t) kf0[t].x *= decay1, kf0[t].y *= decay1;
       uint32_t u0[4][2][4], u1[4][2][4];
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        float dd[2][4];
-        state_factor_tiles(D0, kf0, ks, dd);
-        acc_to_a_split<M>(dd, 0, u0[ks][0], u0[ks][1]);
-        wgmma_fence();
-        const uint64_t kd = swizzle128_desc_mn<kC>(c0.k, chain_token_block(ks));
-        wgmma_128_mn<M>(S, u0[ks][0], kd);
-        wgmma_128_mn<M>(S, u0[ks][1], kd);
-        if (ks & 1) wgmma_commit();
-      }
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        float dd[2][4];
-        state_factor_tiles(D1, kf1, ks, dd);
-        acc_to_a_split<M>(dd, 0, u1[ks][0], u1[ks][1]);
-        wgmma_fence();
-        const uint64_t kd = swizzle128_desc_mn<kC>(c1.k, chain_token_block(ks));
-        wgmma_128_mn<M>(S, u1[ks][0], kd);
-        wgmma_128_mn<M>(S, u1[ks][1], kd);
-        if (ks & 1) wgmma_commit();
-      }
+      pair_update_half(S, D0, kf0, c0.k, u0);
+      pair_update_half(S, D1, kf1, c1.k, u1);
       wgmma_wait<4>();  // O' complete; the update's four groups in flight
       store_o(s, out, 0, O0, sigma, tid, warp, lane, checksum);
       store_o(s, out, 1, O1, sigma, tid, warp, lane, checksum);
