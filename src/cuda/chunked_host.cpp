@@ -93,6 +93,7 @@ struct ChunkedPlan {
   size_t workspace_bytes = 0;  // and the segment or window states after them
   size_t ckpt_ok_offset = 0;   // with checkpoints into a pool: ChunkParams::ckpt_seq_ok, at the end
   bool forget = false;         // the sequence split's forgotten start (ChunkParams::seg_live)
+  size_t seg_live_offset = 0;  // with the sequence split: where its live words start, after the segment states
   int f32_value_split = 1;     // f32 inputs: CTAs per (sequence, value head) (f32_value_split)
   int f32_pass1_split = 1;     // f32 inputs with the sequence split: pass 1's (plan_f32_segments)
 };
@@ -214,11 +215,12 @@ ChunkedPlan plan_call(const Problem& p) {
     const int64_t pass1 = half_ctas * ck::pass1_runs(s.segments);
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
     // the segment states, then the transition runs' live words (ChunkParams::seg_live)
-    const size_t states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes +
-                          seg_live_bytes(p.N, s.segments, p.Hv);
+    const size_t seg_states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes;
+    const size_t states = seg_states + seg_live_bytes(p.N, s.segments, p.Hv);
     if (s.segments > 1 && pass1 <= INT_MAX && combine <= INT_MAX &&
         plan.prepared_bytes + states <= ck::kMaxOnePassWorkspaceBytes) {
       plan.segments = s;
+      plan.seg_live_offset = plan.prepared_bytes + seg_states;
       plan.chain_split = plan.serial_chain_split = ck::kVSplit;
       plan.workspace_bytes = plan.prepared_bytes + states;
     } else {
@@ -457,9 +459,7 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   // local runs would store them before the true ones); on GDN_CHUNKED_FORGET=1 (plan_call; the
   // tests run both).
   if (c.chain_wgmma && c.segments > 1 && plan.forget)
-    c.seg_live = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(c.seg_states) +
-                                            size_t(p.N) * size_t(c.segments) * size_t(p.Hv) * ck::kSegStates *
-                                                size_t(p.V) * size_t(p.K) * sizeof(float));
+    c.seg_live = reinterpret_cast<int32_t*>(static_cast<unsigned char*>(p.workspace) + plan.seg_live_offset);
   const int64_t forced_chain_u = env_int("GDN_CHUNKED_CHAIN_U", -1);
   c.chain_forms_u = c.chain_wgmma && c.segments < 2 && forced_chain_u != 0;
   // The wgmma prepare kernel's head groups, except beside an overlapped window's chain: that

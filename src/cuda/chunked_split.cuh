@@ -766,8 +766,8 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // them too, but through an mbarrier racecheck does not follow), kBarPipeIdle the state's ->
 // the U warpgroup (D's products are done: the U warpgroup's products run beside the state's
 // ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
-// kBarOStage: pass 1's runs that write o (segment 0, and local runs with p.seg_live), their
-// warpgroup alone (a paired CTA's transition run writes none).
+// kBarOStage: the forgotten start's pass-1 instance (kForget), its runs that write o (segment
+// 0's and the local runs), their warpgroup alone (a paired CTA's transition run writes none).
 // kBarTransition: a pass-1 transition run's warpgroup alone (its rows' zero test, p.seg_live).
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10, kBarTransition = 11;
 // kForget (pass 1 with p.seg_live, no checkpoints: its own instance, so that the others keep
