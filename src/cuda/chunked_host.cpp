@@ -92,7 +92,8 @@ struct ChunkedPlan {
   size_t prepared_bytes = 0;   // the prepared chunks (with windows: one window buffer), first
   size_t workspace_bytes = 0;  // and the segment or window states after them
   size_t ckpt_ok_offset = 0;   // with checkpoints into a pool: ChunkParams::ckpt_seq_ok, at the end
-  bool forget = false;         // the sequence split's forgotten start (ChunkParams::seg_live)
+  int forget_mode = 0;         // the sequence split's forgotten start (ChunkParams::seg_live, forget_mode)
+  int64_t seg_chunks_forget = 0;  // its layout's segment length (ChunkParams::seg_chunks_forget)
   size_t seg_live_offset = 0;  // with the sequence split: where its live words start, after the segment states
   int f32_value_split = 1;     // f32 inputs: CTAs per (sequence, value head) (f32_value_split)
   int f32_pass1_split = 1;     // f32 inputs with the sequence split: pass 1's (plan_f32_segments)
@@ -121,6 +122,14 @@ bool token_tile_maps(const Problem& p, const ck::ChunkParams& c, ck::TileMaps& m
 // ChunkParams::seg_live's words: 8 a (sequence, segment, value head), in 256-byte units.
 size_t seg_live_bytes(int64_t N, int64_t segments, int64_t Hv) {
   return (size_t(N) * size_t(segments) * size_t(Hv) * 8 * sizeof(int32_t) + 255) / 256 * 256;
+}
+
+// GDN_CHUNKED_FORGET: unset or "auto", each head's layout by its gates (kForgetByGates); "1"
+// every head the forgotten start's (kForgetAlways); "0" none.
+int forget_mode_from_env() {
+  const char* v = std::getenv("GDN_CHUNKED_FORGET");
+  if (!v || std::strcmp(v, "auto") == 0) return ck::kForgetByGates;
+  return std::strcmp(v, "0") == 0 ? 0 : ck::kForgetAlways;
 }
 
 const ck::ChunkedLaunchers& launchers(const Problem& p) {
@@ -205,13 +214,17 @@ ChunkedPlan plan_call(const Problem& p) {
     // the sequence split runs on the key-half chain
     const int64_t half_ctas = p.N * p.Hv * ck::kVSplit;
     ck::SegmentPlan s = ck::plan_segments(chunks, half_ctas, sms, int(env_int("GDN_CHUNKED_SEGMENTS", 0)));
-    // The forgotten start (ChunkParams::seg_live; for now on GDN_CHUNKED_FORGET=1 only): pass 2
-    // redoes each segment's chunks only up to the last whose start the measured transition has
-    // not forgotten, but the last segment has no pass-1 runs and runs whole, so it is made the
-    // short remainder: the others floor((chunks - 1) / (segments - 1)) chunks.
-    plan.forget = plan.wgmma_chain && !checkpoints && env_int("GDN_CHUNKED_FORGET", 0) != 0;
-    if (plan.forget && s.segments > 2 && (chunks - 1) / (s.segments - 1) >= 1)
-      s.seg_chunks = (chunks - 1) / (s.segments - 1);
+    // The forgotten start (ChunkParams::seg_live, chunked_runs.cuh): pass 2 redoes each
+    // segment's chunks only up to the last whose start the measured transition has not
+    // forgotten, but the last segment has no pass-1 runs and runs whole, so that layout makes it
+    // the short remainder: the others floor((chunks - 1) / (segments - 1)) chunks. Each head
+    // takes it or the default layout on the device, by its gates (forgotten_layout);
+    // GDN_CHUNKED_FORGET=1 gives every head that layout, =0 none (the default kernels).
+    const int forget_mode = forget_mode_from_env();
+    if (plan.wgmma_chain && !checkpoints && forget_mode != 0 && s.segments > 2 && (chunks - 1) / (s.segments - 1) >= 1) {
+      plan.forget_mode = forget_mode;
+      plan.seg_chunks_forget = (chunks - 1) / (s.segments - 1);
+    }
     const int64_t pass1 = half_ctas * ck::pass1_runs(s.segments);
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
     // the segment states, then the transition runs' live words (ChunkParams::seg_live)
@@ -454,12 +467,16 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   // 65536 2.088 -> 2.057; docs/NOTES.md, fifty-third session). GDN_CHUNKED_CHAIN_U=0|1 forces
   // either (the tests run both).
   // The forgotten start (ChunkParams::seg_live, chunked_runs.cuh): with the sequence split on the
-  // wgmma chain, pass 1's local runs write o and pass 2 redoes only the chunks whose start the
-  // transitions have not yet brought below 2^kForgetExponent. Not with checkpoints (pass 1's
-  // local runs would store them before the true ones); on GDN_CHUNKED_FORGET=1 (plan_call; the
-  // tests run both).
-  if (c.chain_wgmma && c.segments > 1 && plan.forget)
+  // wgmma chain, each head whose gates forget a segment's start within a few chunks takes its
+  // layout (pass 1's local runs write o, and pass 2 redoes only the chunks whose start the
+  // transitions have not yet brought below 2^kForgetExponent), the others the default one. Not
+  // with checkpoints (pass 1's local runs would store them before the true ones); the mode from
+  // GDN_CHUNKED_FORGET (plan_call; the tests run each).
+  if (c.chain_wgmma && c.segments > 2 && plan.forget_mode != 0) {
     c.seg_live = reinterpret_cast<int32_t*>(static_cast<unsigned char*>(p.workspace) + plan.seg_live_offset);
+    c.seg_chunks_forget = plan.seg_chunks_forget;
+    c.forget_mode = plan.forget_mode;
+  }
   const int64_t forced_chain_u = env_int("GDN_CHUNKED_CHAIN_U", -1);
   c.chain_forms_u = c.chain_wgmma && c.segments < 2 && forced_chain_u != 0;
   // The wgmma prepare kernel's head groups, except beside an overlapped window's chain: that

@@ -31,9 +31,12 @@ struct ChunkParams : BatchParams {
   // the forgotten start (wgmma chain, no checkpoints; null: off): workspace after seg_states,
   // [N, segments, Hv, 8] int32, each transition run warp's (2 CTAs x 4 warps) last chunk of its
   // segment (relative) at whose start the transition from the segment's start was not yet below
-  // 2^kForgetExponent; pass 1's local runs then write o, and pass 2 redoes only the chunks up to
-  // it (chunked_runs.cuh)
+  // 2^kForgetExponent, or -1 where its head takes the default layout; in the forgotten start's
+  // layout pass 1's local runs write o, and pass 2 redoes only the chunks up to it
+  // (chunked_runs.cuh)
   int32_t* seg_live = nullptr;
+  int64_t seg_chunks_forget = 0;  // that layout's chunks per segment (the last: the remainder)
+  int32_t forget_mode = 0;        // with seg_live: kForgetByGates or kForgetAlways (chunked_runs.cuh)
   // windows (dense batches, the split form without a sequence split; chunked_tile.h): one
   // prepare and one chain launch (seg_pass kPassWindow) per window of chunks
   // [window_begin, window_begin + window_chunks) of every sequence; `prepared` then holds that

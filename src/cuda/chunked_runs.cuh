@@ -20,8 +20,10 @@ struct ChainRun {
   bool end_final = true;           // store the end state as the final state (p.ht, if asked for)
   const float* start_state = nullptr;  // [V, K] f32 (kStartSegment)
   float* end_state = nullptr;          // [V, K] f32 workspace, or null
-  // a transition run with p.seg_live: its warps' words there (the last chunk still live)
+  // a transition run with p.seg_live: its warps' words there (the last chunk still live, or -1
+  // in the default layout)
   int32_t* live_words = nullptr;
+  bool forgets = false;  // the run's head takes the forgotten start's layout (forgotten_layout)
 };
 
 __device__ __forceinline__ float* seg_state(const ChunkParams& p, int64_t n, int m, int h, int kind) {
@@ -42,6 +44,38 @@ inline constexpr int kForgetExponent = -40;
 __device__ __forceinline__ int32_t* seg_live_words(const ChunkParams& p, int64_t n, int m, int h) {
   return p.seg_live + ((n * p.segments + m) * p.Hv + h) * 8;
 }
+// Which heads take the forgotten start's layout (ChunkParams::forget_mode, chunked_tile.h): every head
+// (kForgetAlways), or those whose gates bound every middle segment's transition below
+// 2^kForgetExponent within its first kForgetLookChunks chunks (kForgetByGates). Both layouts
+// have the same segments and grids, only their lengths differ (p.seg_chunks, and
+// p.seg_chunks_forget with the last segment the remainder, which pass 2 runs whole), so each
+// head is free to take either; a head that keeps its start takes the default one, where the
+// local runs write no o and pass 2 runs whole (the transition runs write -1 as their live words).
+// The bound: for keys of norm at most 1 and beta in [0, 2], ||I - beta_t k_t k_t^T||_2 <= 1, so
+// ||A_{<c}||_2 <= exp(the sum of the log-decays before c), the sum of the prepared chunks' G[C - 1]
+// (each chunk's total). It only picks the layout: the measured transition decides where pass 2
+// cuts, so keys the bound does not hold for cost at most the layout, never accuracy.
+inline constexpr int kForgetLookChunks = 8;
+inline constexpr float kForgetLogBound = -27.7258872f;  // ln 2^kForgetExponent
+static_assert(kForgetExponent == -40, "kForgetLogBound is ln 2^kForgetExponent");
+// Called by every thread of the CTA (a __syncthreads_or): dense batches (the sequence split's),
+// sequence n's chunks as the prepare kernel left them (slot n chunks_per_seq + c).
+__device__ __forceinline__ bool forgotten_layout(const ChunkParams& p, int64_t n, int h) {
+  if (p.forget_mode == kForgetAlways) return true;
+  const int64_t len = p.seg_chunks_forget;
+  const int look = int(len < kForgetLookChunks ? len : kForgetLookChunks);
+  const PreparedChunk* chunks = static_cast<const PreparedChunk*>(p.prepared) + n * p.chunks_per_seq * p.Hv + h;
+  bool keeps = false;
+  for (int m = 1 + int(threadIdx.x); m < p.segments - 1; m += int(blockDim.x)) {  // the middle segments
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kForgetLookChunks; ++i)  // (every load out before the sums)
+      if (i < look) sum += chunks[(m * len + i) * p.Hv].tiles.G[kC - 1];
+    keeps = keeps || !(sum <= kForgetLogBound);  // (a NaN keeps)
+  }
+  return !__syncthreads_or(keeps);
+}
+
 // Whether the transition's rows a warp holds are still live, m their largest |value| in the
 // registers (warp_max_nonnegative: a NaN has the largest bits, live), at 2^-sigma times the values.
 __device__ __forceinline__ bool transition_live(float m, int sigma) {

@@ -506,8 +506,10 @@ __device__ __forceinline__ void load_u(const PreparedChunk& pc, int row0, int la
   for (int t = 0; t < 8; ++t) u[t] = pc.u_frags[row0 / 16][t][lane];
 }
 
-// Run `role` of pass p.seg_pass for sequence n (chunks of it) and value head h.
-__device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, int64_t n, int h, int64_t chunks) {
+// Run `role` of pass p.seg_pass for sequence n (chunks of it) and value head h; `forgets`: pass
+// 1's verdict on the head's layout (forgotten_layout; pass 2 reads it from the live words).
+__device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, int64_t n, int h, int64_t chunks,
+                                              bool forgets = false) {
   ChainRun run;
   run.c_end = chunks;
   if (p.seg_pass == 0) return run;
@@ -523,23 +525,27 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
     run.end_state = run.end_final ? nullptr : carry;
     return run;
   }
-  const auto span = [&](int m) {
-    run.c_begin = m * p.seg_chunks;
-    run.c_end = (m + 1) * p.seg_chunks < chunks ? (m + 1) * p.seg_chunks : chunks;
+  // segment m of the head's layout (the forgotten start's, or the default)
+  const auto span = [&](int m, bool forgotten) {
+    const int64_t len = forgotten ? p.seg_chunks_forget : p.seg_chunks;
+    run.c_begin = m * len;
+    run.c_end = m == p.segments - 1 || (m + 1) * len > chunks ? chunks : (m + 1) * len;
   };
   run.end_final = false;
   if (p.seg_pass == 1) {
+    run.forgets = forgets;
     if (role == 0) {  // segment 0 from the true initial state; its end starts segment 1
-      span(0);
+      span(0, forgets);
       run.end_state = seg_state(p, n, 1, h, kSegStart);
       return run;
     }
     const int m = 1 + (role - 1) / 2;
     const bool transition = (role - 1) % 2 == 1;
-    span(m);
-    // with the forgotten start (p.seg_live), the local run writes o (pass 2 redoes only the
-    // chunks whose start is still live) and the transition run notes where that ends
-    run.write_o = !transition && p.seg_live;
+    span(m, forgets);
+    // in the forgotten start's layout the local run writes o (pass 2 redoes only the chunks
+    // whose start is still live); with p.seg_live the transition run notes where that ends (-1
+    // in the default layout)
+    run.write_o = !transition && forgets;
     run.start = transition ? kStartIdentity : kStartZero;
     run.use_u = !transition;
     run.end_state = seg_state(p, n, m, h, transition ? kSegA : kSegR);
@@ -547,18 +553,20 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
     return run;
   }
   const int m = role + 1;  // pass 2: segments 1 .. segments - 1 from their true start
-  span(m);
+  run.end_final = m == p.segments - 1;
+  int last = -1;  // the last live chunk of the segment (relative), where pass 2 may stop after it
+  if (p.seg_live) {  // the head's layout from the live words: its own, the last segment's from
+                     // segment 1's (it has no pass-1 runs: it runs whole in either layout)
+    const int32_t* live = seg_live_words(p, n, run.end_final ? 1 : m, h);
+    int lowest = 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) lowest = min(lowest, live[w]), last = max(last, live[w]);
+    forgets = lowest >= 0;
+  }
+  span(m, forgets);
   run.start = kStartSegment;
   run.start_state = seg_state(p, n, m, h, kSegStart);
-  run.end_final = m == p.segments - 1;
-  if (p.seg_live && !run.end_final) {  // only the chunks up to the last live one (chunked_runs.cuh;
-                                       // the last segment has no pass-1 runs: it runs whole)
-    const int32_t* live = seg_live_words(p, n, m, h);
-    int last = 0;
-#pragma unroll
-    for (int w = 0; w < 8; ++w) last = max(last, live[w]);
-    if (run.c_begin + last + 1 < run.c_end) run.c_end = run.c_begin + last + 1;
-  }
+  if (forgets && !run.end_final && run.c_begin + last + 1 < run.c_end) run.c_end = run.c_begin + last + 1;
   return run;
 }
 
@@ -771,8 +779,9 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // kBarTransition: a pass-1 transition run's warpgroup alone (its rows' zero test, p.seg_live).
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10, kBarTransition = 11;
 // kForget (pass 1 with p.seg_live, no checkpoints: its own instance, so that the others keep
-// their code): the local runs write o, and the transition runs note their last live chunk and
-// stop their products once their rows are zero (chunked_runs.cuh).
+// their code): each CTA first takes its head's layout (forgotten_layout); in the forgotten
+// start's, the local runs write o and the transition runs note their last live chunk; in either,
+// the transition runs stop their products once their rows are zero (chunked_runs.cuh).
 template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup, bool kForget = false>
 __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
@@ -797,6 +806,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   const int tid = int(threadIdx.x) - wg * kWgChainThreads - (u_role ? kWorkers : 0), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, q = lane & 3;
   const ChainCta cta = chain_cta<kVSplit>(p);
+  bool forgets = false;  // the head's layout (forgotten_layout: every thread of the CTA, before any leaves)
+  if constexpr (kForget) forgets = forgotten_layout(p, cta.n, cta.h);
   if (kPass1 && cta.role == 0 && wg == 1) return;  // segment 0 has no transition to run
   const int role = kPass1 && cta.role > 0 ? 1 + 2 * (cta.role - 1) + wg : cta.role;  // chain_run's
   const int threads = kPass1 && cta.role > 0 ? 2 * kWgChainThreads : kWgChainThreads;  // working
@@ -824,13 +835,14 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   }
   if (kCheckpoints && p.ckpt_seq_ok && !p.ckpt_seq_ok[n]) return;  // (the flag is raised)
   const int64_t chunks = (sq.len + kC - 1) / kC;
-  const ChainRun run = chain_run(p, role, n, h, chunks);
+  const ChainRun run = chain_run(p, role, n, h, chunks, forgets);
 
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
                    // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
   int sigma = 0;
   // a window's state as the window before left it: the registers' values and their exponent
-  int32_t* const window_sigma = p.seg_pass == kPassWindow ? p.window_sigma + (n * p.Hv + h) * (kV / 16) + row0 / 16 : nullptr;
+  // (never in pass 1: known there at compile time, so that no register holds it through the loop)
+  int32_t* const window_sigma = !kPass1 && p.seg_pass == kPassWindow ? p.window_sigma + (n * p.Hv + h) * (kV / 16) + row0 / 16 : nullptr;
   if (!copier && !u_role) {
     load_run_start(p, run, sq.slot, h, S, row0, 0, g, q);
     if (window_sigma && run.start == kStartSegment) sigma = *window_sigma;
@@ -940,6 +952,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
   int last_live = 0;  // a transition run's last live chunk (run.live_words)
+  const bool notes_live = kForget && run.live_words;  // (the pointer itself formed again at the end:
+                                                      // held through the loop it spilled)
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
   // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
@@ -963,7 +977,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       keep_state_in_range(S, sigma);
       if constexpr (kForget && !kOutputs)  // a transition run: whether chunk c's start is still live
-        if (run.live_words && transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = it;
+        if (notes_live && transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = it;
       float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
       const float u_scale = pow2(-sigma);
 #pragma unroll
@@ -1011,7 +1025,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       }
       wgmma_wait<0>();
       if constexpr (kForget && !kOutputs) {
-        if (run.live_words) {  // a transition run: whether the CTA's rows of it are now exactly
+        if (notes_live) {  // a transition run: whether the CTA's rows of it are now exactly
                                // zero (they stay zero: no U, each row's next value a product of
                                // the row), so that its later steps need no products
           return !named_barrier_and(kBarTransition, kWgChainThreads, abs_max(S) == 0.f);
@@ -1066,9 +1080,9 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     store_segment_state(run.end_state, S, row0, 0, g, q);
     if (lane == 0) *window_sigma = sigma;
   }
-  if (kForget && run.live_words) {  // the segment's end, as if a chunk followed
+  if (notes_live) {  // the segment's end, as if a chunk followed
     if (transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = int(run.c_end - run.c_begin);
-    if (lane == 0) run.live_words[cta.block * 4 + warp] = last_live;
+    if (lane == 0) seg_live_words(p, n, 1 + (role - 1) / 2, h)[cta.block * 4 + warp] = forgets ? last_live : -1;
   }
   if (sigma != 0) scale_tiles(S, pow2(sigma));
   if (run.end_state && !window_sigma) store_segment_state(run.end_state, S, row0, 0, g, q);

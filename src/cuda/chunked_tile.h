@@ -527,6 +527,10 @@ constexpr int64_t chunk_slots(bool packed, int64_t N, int64_t T, int64_t T_total
 enum SegState { kSegR = 0, kSegA = 1, kSegStart = 2, kSegStates = 3 };
 inline constexpr int kMaxSegments = 64;
 
+// The forgotten start's modes (ChunkParams::forget_mode; chunked_runs.cuh): each head's layout
+// by its gates, or every head that layout.
+inline constexpr int kForgetByGates = 1, kForgetAlways = 2;
+
 // The combine kernel's CTAs: one per (sequence, value head, block of kCombineRows state rows).
 inline constexpr int kCombineRows = 8;
 

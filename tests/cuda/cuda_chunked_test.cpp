@@ -903,7 +903,9 @@ TEST(Forms, SegmentsMatchUnsplit) {
     const Errors e_whole = check_outputs(pristine, whole, oracle);
     EXPECT_TRUE(e_whole.pass(chunked_tolerance(c))) << text << ": " << chunked_report(c, e_whole);
     for (const char* segments : {"2", "5", "9"})
-      for (const char* forget : {"1", "0"}) {  // pass 2 cut where the start is forgotten, or whole
+      // each head's layout by its gates (decay=mixed: both layouts in one call), every head the
+      // forgotten start's (pass 2 cut where the start is forgotten), or none (pass 2 whole)
+      for (const char* forget : {"auto", "1", "0"}) {
         GeneratedInputs cut = pristine;
         const FormScope scope("split2", segments);
         const EnvScope forget_scope("GDN_CHUNKED_FORGET", forget);
