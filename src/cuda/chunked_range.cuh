@@ -75,8 +75,7 @@ __device__ __forceinline__ int p_exponent(float m) {
 // The warp's S (its rows, 2^-sigma times the state) brought back into [kStateLow, kStateHigh)
 // when it has left it (warp-uniform; the votes are the whole cost while it has not).
 template <int kTiles>
-__device__ __forceinline__ void keep_state_in_range(float (&S)[kTiles][4], int& sigma) {
-  const float m = abs_max(S);
+__device__ __forceinline__ void keep_state_in_range(float (&S)[kTiles][4], int& sigma, float m) {  // m: abs_max(S)
   const bool high = __any_sync(0xffffffffu, m >= kStateHigh);
   const bool low = !__any_sync(0xffffffffu, m >= kStateLow) && __any_sync(0xffffffffu, m > 0.f);
   if (high || low) {
@@ -86,6 +85,10 @@ __device__ __forceinline__ void keep_state_in_range(float (&S)[kTiles][4], int& 
       sigma += d;
     }
   }
+}
+template <int kTiles>
+__device__ __forceinline__ void keep_state_in_range(float (&S)[kTiles][4], int& sigma) {
+  keep_state_in_range(S, sigma, abs_max(S));
 }
 // D (2^-sigma times its values) below kValuesHigh for its f16 operand: when it is not, the
 // warp's S, D and O are scaled down together (the caller's O holds the same factor).

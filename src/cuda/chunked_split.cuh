@@ -776,8 +776,7 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 // ALU work, not between its dependent products), 5 the U warpgroup alone, 7 every thread (once).
 // kBarOStage: the forgotten start's pass-1 instance (kForget), its runs that write o (segment
 // 0's and the local runs), their warpgroup alone (a paired CTA's transition run writes none).
-// kBarTransition: a pass-1 transition run's warpgroup alone (its rows' zero test, p.seg_live).
-inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10, kBarTransition = 11;
+inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10;
 // kForget (pass 1 with p.seg_live, no checkpoints: its own instance, so that the others keep
 // their code): each CTA first takes its head's layout (forgotten_layout); in the forgotten
 // start's, the local runs write o and the transition runs note their last live chunk; in either,
@@ -814,8 +813,13 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   const auto sync = [&] {  // the working threads (not the copier)
     named_barrier(1, threads);
   };
-  const auto sync_with_copier = [&] {  // the step's first barrier: the copier too
+  // the step's first barrier: the copier too. In the forgotten start's instance a reduction:
+  // whether every thread's `pred` holds (a transition run's rows all zero; every barrier of its
+  // id is then the same instruction)
+  const auto sync_with_copier = [&](bool pred = true) {
+    if constexpr (kForget) return named_barrier_and(2, threads + 32, pred);
     named_barrier(2, threads + 32);
+    return true;
   };
   const int64_t n = cta.n;
   const int h = cta.h, j = cta.j;
@@ -952,8 +956,10 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
   int last_live = 0;  // a transition run's last live chunk (run.live_words)
-  const bool notes_live = kForget && run.live_words;  // (the pointer itself formed again at the end:
-                                                      // held through the loop it spilled)
+  // a transition run in the forgotten start's layout notes it (in the default one its words
+  // are -1: pass 2 runs whole); the words' address is formed again at the end
+  const bool notes_live = kForget && run.live_words && forgets;
+  const bool transition = kForget && run.live_words;  // (its rows' zero test, in either layout)
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
   // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
@@ -963,7 +969,13 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
-      sync_with_copier();  // chunk c - 1 is done with the other stage
+      // a transition run's largest |S| (2^-sigma times the values) as the step before left it,
+      // for the range check, the live test and the zero test
+      const float s_max = kForget && !kOutputs && transition ? abs_max(S) : 0.f;
+      // chunk c - 1 is done with the other stage; in the forgotten start's instance, whether
+      // every transition row of the CTA is now exactly zero: they stay zero (no U, each row's
+      // next value a product of the row), so no later step needs products
+      if (!sync_with_copier(s_max == 0.f) && kForget && !kOutputs && transition) return false;
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
@@ -975,9 +987,16 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       }
       if (kUWarpgroup) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
-      keep_state_in_range(S, sigma);
-      if constexpr (kForget && !kOutputs)  // a transition run: whether chunk c's start is still live
-        if (notes_live && transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = it;
+      if constexpr (kForget && !kOutputs) {
+        // a transition run: whether chunk c's start is still live
+        if (notes_live && transition_live(warp_max_nonnegative(s_max), sigma)) last_live = it;
+        if (transition)
+          keep_state_in_range(S, sigma, s_max);
+        else
+          keep_state_in_range(S, sigma);
+      } else {
+        keep_state_in_range(S, sigma);
+      }
       float D[8][4];  // D^T <- U^T or 0: [16 value rows, C tokens], at 2^-sigma as S
       const float u_scale = pow2(-sigma);
 #pragma unroll
@@ -1024,13 +1043,6 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
         }
       }
       wgmma_wait<0>();
-      if constexpr (kForget && !kOutputs) {
-        if (notes_live) {  // a transition run: whether the CTA's rows of it are now exactly
-                               // zero (they stay zero: no U, each row's next value a product of
-                               // the row), so that its later steps need no products
-          return !named_barrier_and(kBarTransition, kWgChainThreads, abs_max(S) == 0.f);
-        }
-      }
       return true;
     };
     if constexpr (kCheckpoints && kOutputs) {
@@ -1053,7 +1065,9 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       }
     } else if constexpr (kForget && !kOutputs) {
       for (int64_t c = run.c_begin; c < run.c_end; ++c)
-        if (!chunk_step(c)) {  // a transition run's rows at zero: the other run's steps' barriers only
+        if (!chunk_step(c)) {  // a transition run's rows at zero from chunk c: the other run's
+                               // steps' barriers only (chunk c's first is passed)
+          if (!by_tma(c)) sync();
           for (++c; c < run.c_end; ++c) {
             sync_with_copier();
             if (!by_tma(c)) sync();
