@@ -975,7 +975,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       // chunk c - 1 is done with the other stage; in the forgotten start's instance, whether
       // every transition row of the CTA is now exactly zero: they stay zero (no U, each row's
       // next value a product of the row), so no later step needs products
-      if (!sync_with_copier(s_max == 0.f) && kForget && !kOutputs && transition) return false;
+      if (sync_with_copier(s_max == 0.f) && kForget && !kOutputs && transition) return false;
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
