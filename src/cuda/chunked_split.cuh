@@ -508,12 +508,15 @@ __device__ __forceinline__ void load_u(const PreparedChunk& pc, int row0, int la
 
 // Run `role` of pass p.seg_pass for sequence n (chunks of it) and value head h; `forgets`: pass
 // 1's verdict on the head's layout (forgotten_layout; pass 2 reads it from the live words).
+// kSegments / kWhole: whether the caller's instance runs the sequence split's passes / whole
+// sequences and windows (the code of the others compiled out).
+template <bool kSegments = true, bool kWhole = true>
 __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, int64_t n, int h, int64_t chunks,
                                               bool forgets = false) {
   ChainRun run;
   run.c_end = chunks;
-  if (p.seg_pass == 0) return run;
-  if (p.seg_pass == kPassWindow) {  // from the initial state or the previous window's end
+  if (kWhole && p.seg_pass == 0) return run;
+  if (kWhole && p.seg_pass == kPassWindow) {  // from the initial state or the previous window's end
     float* carry = p.window_state + (n * p.Hv + h) * int64_t(kV * kK);
     run.c_begin = p.window_begin;
     run.c_end = p.window_begin + p.window_chunks < chunks ? p.window_begin + p.window_chunks : chunks;
@@ -525,6 +528,7 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
     run.end_state = run.end_final ? nullptr : carry;
     return run;
   }
+  if constexpr (!kSegments) return run;  // (not reached)
   // segment m of the head's layout (the forgotten start's, or the default)
   const auto span = [&](int m, bool forgotten) {
     const int64_t len = forgotten ? p.seg_chunks_forget : p.seg_chunks;
@@ -839,7 +843,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   }
   if (kCheckpoints && p.ckpt_seq_ok && !p.ckpt_seq_ok[n]) return;  // (the flag is raised)
   const int64_t chunks = (sq.len + kC - 1) / kC;
-  const ChainRun run = chain_run(p, role, n, h, chunks, forgets);
+  // (pass 1 runs segments only; the U warpgroup's instance never runs them)
+  const ChainRun run = chain_run<!kUWarpgroup, !kPass1>(p, role, n, h, chunks, forgets);
 
   float S[16][4];  // state rows [row0, +16), all key columns, f32: the warpgroup's m64n128 accumulators,
                    // at 2^-sigma times their values (the warp's sigma: chunked_range.cuh)
@@ -1094,8 +1099,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     store_segment_state(run.end_state, S, row0, 0, g, q);
     if (lane == 0) *window_sigma = sigma;
   }
-  if (notes_live) {  // the segment's end, as if a chunk followed
-    if (transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = int(run.c_end - run.c_begin);
+  if (transition) {  // the segment's end, as if a chunk followed (and -1 in the default layout)
+    if (notes_live && transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = int(run.c_end - run.c_begin);
     if (lane == 0) seg_live_words(p, n, 1 + (role - 1) / 2, h)[cta.block * 4 + warp] = forgets ? last_live : -1;
   }
   if (sigma != 0) scale_tiles(S, pow2(sigma));
