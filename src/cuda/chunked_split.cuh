@@ -965,6 +965,10 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   // are -1: pass 2 runs whole); the words' address is formed again at the end
   const bool notes_live = kForget && run.live_words && forgets;
   const bool transition = kForget && run.live_words;  // (its rows' zero test, in either layout)
+  // the thread's vote at each step's first barrier (sync_with_copier): a transition run's, whether
+  // its rows were all zero at the step before's start (they stay zero: no U, each row's next
+  // value a product of the row), from that step's range check; every other thread's true
+  bool zero_vote = !transition;
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
   // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
@@ -974,13 +978,9 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
-      // a transition run's largest |S| (2^-sigma times the values) as the step before left it,
-      // for the range check, the live test and the zero test
-      const float s_max = kForget && !kOutputs && transition ? abs_max(S) : 0.f;
       // chunk c - 1 is done with the other stage; in the forgotten start's instance, whether
-      // every transition row of the CTA is now exactly zero: they stay zero (no U, each row's
-      // next value a product of the row), so no later step needs products
-      if (sync_with_copier(s_max == 0.f) && kForget && !kOutputs && transition) return false;
+      // every transition row of the CTA is zero, so that no step from this one needs products
+      if (sync_with_copier(zero_vote) && kForget && !kOutputs && transition) return false;
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
@@ -993,12 +993,11 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       if (kUWarpgroup) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       if constexpr (kForget && !kOutputs) {
-        // a transition run: whether chunk c's start is still live
+        const float s_max = abs_max(S);  // (2^-sigma times the values)
+        // a transition run: whether chunk c's start is still live, and its zero vote
         if (notes_live && transition_live(warp_max_nonnegative(s_max), sigma)) last_live = it;
-        if (transition)
-          keep_state_in_range(S, sigma, s_max);
-        else
-          keep_state_in_range(S, sigma);
+        if (transition) zero_vote = s_max == 0.f;
+        keep_state_in_range(S, sigma, s_max);
       } else {
         keep_state_in_range(S, sigma);
       }
