@@ -817,13 +817,14 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   const auto sync = [&] {  // the working threads (not the copier)
     named_barrier(1, threads);
   };
-  // the step's first barrier: the copier too. In the forgotten start's instance a reduction:
+  // the step's first barrier: the copier too. In the forgotten start's layout a reduction:
   // whether every thread's `pred` holds (a transition run's rows all zero; every barrier of its
-  // id is then the same instruction)
+  // id in the CTA is then the same instruction); else false
   const auto sync_with_copier = [&](bool pred = true) {
-    if constexpr (kForget) return named_barrier_and(2, threads + 32, pred);
+    if constexpr (kForget)
+      if (forgets) return named_barrier_and(2, threads + 32, pred);  // (uniform over the CTA)
     named_barrier(2, threads + 32);
-    return true;
+    return false;
   };
   const int64_t n = cta.n;
   const int h = cta.h, j = cta.j;
