@@ -124,12 +124,14 @@ size_t seg_live_bytes(int64_t N, int64_t segments, int64_t Hv) {
   return (size_t(N) * size_t(segments) * size_t(Hv) * 8 * sizeof(int32_t) + 255) / 256 * 256;
 }
 
-// GDN_CHUNKED_FORGET: unset or "auto", each head's layout by its gates (kForgetByGates); "1"
-// every head the forgotten start's (kForgetAlways); "0" none.
+// GDN_CHUNKED_FORGET: "auto", each head's layout by its gates (kForgetByGates); "1" every head
+// the forgotten start's (kForgetAlways); unset or "0" none, the default: the forget instance
+// costs heads that keep their start 2 to 3.5% even in the default layout, and a trained
+// model's layer has such heads (docs/NOTES.md, sixty-first session).
 int forget_mode_from_env() {
   const char* v = std::getenv("GDN_CHUNKED_FORGET");
-  if (!v || std::strcmp(v, "auto") == 0) return ck::kForgetByGates;
-  return std::strcmp(v, "0") == 0 ? 0 : ck::kForgetAlways;
+  if (!v || *v == '\0' || std::strcmp(v, "0") == 0) return 0;
+  return std::strcmp(v, "auto") == 0 ? ck::kForgetByGates : ck::kForgetAlways;
 }
 
 const ck::ChunkedLaunchers& launchers(const Problem& p) {
@@ -217,9 +219,10 @@ ChunkedPlan plan_call(const Problem& p) {
     // The forgotten start (ChunkParams::seg_live, chunked_runs.cuh): pass 2 redoes each
     // segment's chunks only up to the last whose start the measured transition has not
     // forgotten, but the last segment has no pass-1 runs and runs whole, so that layout makes it
-    // the short remainder: the others floor((chunks - 1) / (segments - 1)) chunks. Each head
-    // takes it or the default layout on the device, by its gates (forgotten_layout);
-    // GDN_CHUNKED_FORGET=1 gives every head that layout, =0 none (the default kernels).
+    // the short remainder: the others floor((chunks - 1) / (segments - 1)) chunks. With
+    // GDN_CHUNKED_FORGET=auto each head takes it or the default layout on the device, by its
+    // gates (forgotten_layout); =1 gives every head that layout; unset or 0 none (the default
+    // kernels).
     const int forget_mode = forget_mode_from_env();
     if (plan.wgmma_chain && !checkpoints && forget_mode != 0 && s.segments > 2 && (chunks - 1) / (s.segments - 1) >= 1) {
       plan.forget_mode = forget_mode;
@@ -467,11 +470,11 @@ gdn_status cuda_chunked_forward(const Problem& p) {
   // 65536 2.088 -> 2.057; docs/NOTES.md, fifty-third session). GDN_CHUNKED_CHAIN_U=0|1 forces
   // either (the tests run both).
   // The forgotten start (ChunkParams::seg_live, chunked_runs.cuh): with the sequence split on the
-  // wgmma chain, each head whose gates forget a segment's start within a few chunks takes its
-  // layout (pass 1's local runs write o, and pass 2 redoes only the chunks whose start the
-  // transitions have not yet brought below 2^kForgetExponent), the others the default one. Not
-  // with checkpoints (pass 1's local runs would store them before the true ones); the mode from
-  // GDN_CHUNKED_FORGET (plan_call; the tests run each).
+  // wgmma chain, the heads that take its layout (by their gates, or all) run it: pass 1's local
+  // runs write o, and pass 2 redoes only the chunks whose start the transitions have not yet
+  // brought below 2^kForgetExponent; the others run the default layout. Not with checkpoints
+  // (pass 1's local runs would store them before the true ones); the mode from
+  // GDN_CHUNKED_FORGET (plan_call; opt-in; the tests run each).
   if (c.chain_wgmma && c.segments > 2 && plan.forget_mode != 0) {
     c.seg_live = reinterpret_cast<int32_t*>(static_cast<unsigned char*>(p.workspace) + plan.seg_live_offset);
     c.seg_chunks_forget = plan.seg_chunks_forget;
