@@ -783,8 +783,9 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10;
 // kForget (pass 1 with p.seg_live, no checkpoints: its own instance, so that the others keep
 // their code): each CTA first takes its head's layout (forgotten_layout); in the forgotten
-// start's, the local runs write o and the transition runs note their last live chunk; in either,
-// the transition runs stop their products once their rows are zero (chunked_runs.cuh).
+// start's, the local runs write o, and the transition runs note their last live chunk and stop
+// their products once their rows are zero (chunked_runs.cuh); in the default one, the steps are
+// the default instance's.
 template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup, bool kForget = false>
 __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
@@ -965,7 +966,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   // a transition run in the forgotten start's layout notes it (in the default one its words
   // are -1: pass 2 runs whole); the words' address is formed again at the end
   const bool notes_live = kForget && run.live_words && forgets;
-  const bool transition = kForget && run.live_words;  // (its rows' zero test, in either layout)
+  const bool transition = kForget && run.live_words;  // (writes its words in either layout)
   // the thread's vote at each step's first barrier (sync_with_copier): a transition run's, whether
   // its rows were all zero at the step before's start (they stay zero: no U, each row's next
   // value a product of the row), from that step's range check; every other thread's true
@@ -979,7 +980,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
-      // chunk c - 1 is done with the other stage; in the forgotten start's instance, whether
+      // chunk c - 1 is done with the other stage; in the forgotten start's layout, whether
       // every transition row of the CTA is zero, so that no step from this one needs products
       if (sync_with_copier(zero_vote) && kForget && !kOutputs && transition) return false;
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
