@@ -23,7 +23,6 @@ struct ChainRun {
   // a transition run with p.seg_live: its warps' words there (the last chunk still live, or -1
   // in the default layout)
   int32_t* live_words = nullptr;
-  bool forgets = false;  // the run's head takes the forgotten start's layout (forgotten_layout)
 };
 
 __device__ __forceinline__ float* seg_state(const ChunkParams& p, int64_t n, int m, int h, int kind) {

@@ -537,7 +537,6 @@ __device__ __forceinline__ ChainRun chain_run(const ChunkParams& p, int role, in
   };
   run.end_final = false;
   if (p.seg_pass == 1) {
-    run.forgets = forgets;
     if (role == 0) {  // segment 0 from the true initial state; its end starts segment 1
       span(0, forgets);
       run.end_state = seg_state(p, n, 1, h, kSegStart);
