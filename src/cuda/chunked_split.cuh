@@ -782,9 +782,8 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10;
 // kForget (pass 1 with p.seg_live, no checkpoints: its own instance, so that the others keep
 // their code): each CTA first takes its head's layout (forgotten_layout); in the forgotten
-// start's, the local runs write o, and the transition runs note their last live chunk and stop
-// their products once their rows are zero (chunked_runs.cuh); in the default one, the steps are
-// the default instance's.
+// start's, the local runs write o and the transition runs note their last live chunk; in either,
+// the transition runs stop their products once their rows are zero (chunked_runs.cuh).
 template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup, bool kForget = false>
 __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
@@ -817,12 +816,11 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   const auto sync = [&] {  // the working threads (not the copier)
     named_barrier(1, threads);
   };
-  // the step's first barrier: the copier too. In the forgotten start's layout a reduction:
-  // whether every thread's `pred` holds (a transition run's rows all zero; every barrier of its
-  // id in the CTA is then the same instruction); else false
+  // the step's first barrier: the copier too. In the forgotten start's instance a reduction (in
+  // either layout: one form of the step): whether every thread's `pred` holds (a transition run's
+  // rows all zero; every barrier of its id is then the same instruction); else false
   const auto sync_with_copier = [&](bool pred = true) {
-    if constexpr (kForget)
-      if (forgets) return named_barrier_and(2, threads + 32, pred);  // (uniform over the CTA)
+    if constexpr (kForget) return named_barrier_and(2, threads + 32, pred);
     named_barrier(2, threads + 32);
     return false;
   };
@@ -979,7 +977,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
-      // chunk c - 1 is done with the other stage; in the forgotten start's layout, whether
+      // chunk c - 1 is done with the other stage; in the forgotten start's instance, whether
       // every transition row of the CTA is zero, so that no step from this one needs products
       if (sync_with_copier(zero_vote) && kForget && !kOutputs && transition) return false;
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
@@ -995,8 +993,11 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       if constexpr (kForget && !kOutputs) {
         const float s_max = abs_max(S);  // (2^-sigma times the values)
-        // a transition run: whether chunk c's start is still live, and its zero vote
-        if (notes_live && transition_live(warp_max_nonnegative(s_max), sigma)) last_live = it;
+        // a transition run: whether chunk c's start is still live (the warp's largest formed by
+        // every warp, outside the test: under it the reduction takes divergence paths), and its
+        // zero vote
+        const float warp_s_max = warp_max_nonnegative(s_max);
+        if (notes_live && transition_live(warp_s_max, sigma)) last_live = it;
         if (transition) zero_vote = s_max == 0.f;
         keep_state_in_range(S, sigma, s_max);
       } else {
