@@ -63,7 +63,8 @@
 #              runs beside a chain-shaped CTA on one SM, for a few register plans (seconds);
 #   kernels    (not in the default list) each chunked kernel's duration (Nsight Compute, ns), the
 #              first KERNELS_COUNT (default 6) launches matching KERNELS_REGEX (default
-#              chunk|segment: every chunked kernel, the combine too) of KERNELS_CASE (default prefill-1x16384)
+#              chunk|segment: every chunked kernel, the combine too) of KERNELS_CASE (default prefill-1x16384;
+#              a case string "N=...,decay=none": gdn bench's generated case on the build)
 #              under each of KERNELS_ENVS ("VAR=x VAR2=y;VAR=z": default the split form in one pass);
 #              KERNELS_METRICS (default gpu__time_duration.sum) the Nsight Compute metrics,
 #              KERNELS_LIBS the builds ("lib NAME ...", default lib), KERNELS_ARGS more bench_prefill.py
@@ -364,11 +365,14 @@ if has kernels; then  # each chunked kernel's duration (Nsight Compute, one laun
     name=$(basename "$d")
     for i in "${!settings[@]}"; do
       log="$WORK/kernels/$name-$i.log"
+      case_run=(python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" --out /tmp/ncu-kernels
+                --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 ${KERNELS_ARGS:-})
+      # (a case string "N=...": the tool's generated case, its gates by decay=, on this build)
+      [[ ${KERNELS_CASE:-} == N=* ]] &&
+        case_run=("$BIN/gdn" bench --backend cuda --no-accuracy --repeat 2 --cases "$KERNELS_CASE")
       LD_LIBRARY_PATH=$PWD/$d:/usr/local/cuda/lib64 env ${settings[$i]} timeout 150 "$NCU" --clock-control none \
         -k "regex:${KERNELS_REGEX:-chunk|segment}" --launch-count "${KERNELS_COUNT:-6}" \
-        --metrics "${KERNELS_METRICS:-gpu__time_duration.sum}" --csv \
-        python3 bench/bench_prefill.py --lib "$PWD/$d/libgdn.so" --out /tmp/ncu-kernels \
-        --cases "${KERNELS_CASE:-prefill-1x16384}" --no-peer --rep 1 ${KERNELS_ARGS:-} > "$log" 2>&1
+        --metrics "${KERNELS_METRICS:-gpu__time_duration.sum}" --csv "${case_run[@]}" > "$log" 2>&1
       note "== kernels ($name: ${settings[$i]}, ${KERNELS_CASE:-prefill-1x16384}): rc=$?"
       grep -E '"(gpu|dram|lts|sm|l1tex)__' "$log" | awk -F'","' '{print $5, $(NF-2), $(NF)}' | sed 's/"//g; s/(.*)//' >> "$SUMMARY"
     done

@@ -77,8 +77,9 @@ __device__ __forceinline__ bool forgotten_layout(const ChunkParams& p, int64_t n
   return !__syncthreads_or(keeps);
 }
 
-// Whether the transition's rows a warp holds are still live, m their largest |value| in the
-// registers (warp_max_nonnegative: a NaN has the largest bits, live), at 2^-sigma times the values.
+// Whether the transition's values a thread holds are still live, m their largest |value| in the
+// registers (abs_max), at 2^-sigma times the values (the test grows with m: a warp's rows are live
+// where any lane's are).
 __device__ __forceinline__ bool transition_live(float m, int sigma) {
   return m > 0.f && exponent_of(m) + sigma + 8 > kForgetExponent;  // (a subnormal m reads as 2^-127: above it)
 }

@@ -959,7 +959,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   }
   if (run.c_begin < run.c_end) load(0, run.c_begin);
   cp_async_commit();
-  int last_live = 0;  // a transition run's last live chunk (run.live_words)
+  int last_live = 0;  // a transition run's last chunk live in this thread's values (run.live_words: the warp's largest)
   // a transition run in the forgotten start's layout notes it (in the default one its words
   // are -1: pass 2 runs whole); the words' address is formed again at the end
   const bool notes_live = kForget && run.live_words && forgets;
@@ -993,11 +993,10 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
       if constexpr (kForget && !kOutputs) {
         const float s_max = abs_max(S);  // (2^-sigma times the values)
-        // a transition run: whether chunk c's start is still live (the warp's largest formed by
-        // every warp, outside the test: under it the reduction takes divergence paths), and its
-        // zero vote
-        const float warp_s_max = warp_max_nonnegative(s_max);
-        if (notes_live && transition_live(warp_s_max, sigma)) last_live = it;
+        // a transition run: whether chunk c's start is still live in this thread's values (the
+        // warp's word is its lanes' largest, formed once at the run's end: no reduction in the
+        // step), and its zero vote
+        if (notes_live && transition_live(s_max, sigma)) last_live = it;
         if (transition) zero_vote = s_max == 0.f;
         keep_state_in_range(S, sigma, s_max);
       } else {
@@ -1101,8 +1100,9 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     if (lane == 0) *window_sigma = sigma;
   }
   if (transition) {  // the segment's end, as if a chunk followed (and -1 in the default layout)
-    if (notes_live && transition_live(warp_max_nonnegative(abs_max(S)), sigma)) last_live = int(run.c_end - run.c_begin);
-    if (lane == 0) seg_live_words(p, n, 1 + (role - 1) / 2, h)[cta.block * 4 + warp] = forgets ? last_live : -1;
+    if (notes_live && transition_live(abs_max(S), sigma)) last_live = int(run.c_end - run.c_begin);
+    const int warp_last_live = __reduce_max_sync(0xffffffffu, last_live);  // (sigma is the warp's)
+    if (lane == 0) seg_live_words(p, n, 1 + (role - 1) / 2, h)[cta.block * 4 + warp] = forgets ? warp_last_live : -1;
   }
   if (sigma != 0) scale_tiles(S, pow2(sigma));
   if (run.end_state && !window_sigma) store_segment_state(run.end_state, S, row0, 0, g, q);
