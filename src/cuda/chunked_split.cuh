@@ -816,14 +816,15 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   const auto sync = [&] {  // the working threads (not the copier)
     named_barrier(1, threads);
   };
-  // the step's first barrier: the copier too. In the forgotten start's instance a reduction (in
-  // either layout: one form of the step): whether every thread's `pred` holds (a transition run's
-  // rows all zero; every barrier of its id is then the same instruction); else false
-  const auto sync_with_copier = [&](bool pred = true) {
-    if constexpr (kForget) return named_barrier_and(2, threads + 32, pred);
+  // the step's first barrier: the copier too. With `vote` (a CTA whose head takes the forgotten
+  // start's layout: every barrier of its id in the CTA is then the same instruction) a
+  // reduction: whether every thread's `pred` holds (a transition run's rows all zero); else false
+  const auto sync_with_copier = [&](auto vote, bool pred) {
+    if constexpr (decltype(vote)::value) return named_barrier_and(2, threads + 32, pred);
     named_barrier(2, threads + 32);
     return false;
   };
+  using NoVote = std::false_type;
   const int64_t n = cta.n;
   const int h = cta.h, j = cta.j;
   const int v0 = cta.block * kChainRows;  // this CTA's state rows (o's values) [v0, v0 + 64)
@@ -867,7 +868,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   if constexpr (!kPass1) {
     if (!idle) named_barrier(7, kCopier0 + 32);  // the barriers are initialised: every working thread
   } else if (!idle) {
-    sync_with_copier();
+    sync_with_copier(NoVote{}, true);
   }
 
   const PreparedChunk* prepared_h = static_cast<const PreparedChunk*>(p.prepared) + h;
@@ -921,10 +922,16 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     registers_down<kWgCopierRegs>();  // its warpgroup gives registers to the others (at the roles'
     if (idle) return;                   // split: ptxas budgets each role's code by its setmaxnreg)
     if (lane == 0 && run.c_begin < run.c_end) issue(0, run.c_begin);
-    for (int64_t c = run.c_begin; c < run.c_end; ++c) {
-      sync_with_copier();  // chunk c - 1 is done with the other stage
-      if (lane == 0 && c + 1 < run.c_end) issue(int(c - run.c_begin + 1) & 1, c + 1);
-    }
+    const auto copies = [&](auto vote) {
+      for (int64_t c = run.c_begin; c < run.c_end; ++c) {
+        sync_with_copier(vote, true);  // chunk c - 1 is done with the other stage
+        if (lane == 0 && c + 1 < run.c_end) issue(int(c - run.c_begin + 1) & 1, c + 1);
+      }
+    };
+    if (kForget && forgets)
+      copies(std::bool_constant<kForget>{});
+    else
+      copies(NoVote{});
     return;
   }
   registers_up<kWgPairedChainRegs>();
@@ -971,15 +978,18 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
   // The chunks: with o (kOutputs), or without it for the sequence split's runs that write none,
   // which skip O's products (20 of the step's 52 m64n64k16 equivalents). Each loop is one
   // straight wgmma pipeline (a branch around products inside one would let ptxas serialise them).
-  const auto chunks_loop = [&](auto outputs) {
-    constexpr bool kOutputs = decltype(outputs)::value;
+  // `vote`: the CTA's head takes the forgotten start's layout (kForget and forgets): its steps'
+  // first barrier is the zero vote, and its transition runs note their live chunks; the default
+  // layout's loops are the default instance's.
+  const auto chunks_loop = [&](auto outputs, auto vote) {
+    constexpr bool kOutputs = decltype(outputs)::value, kVote = decltype(vote)::value;
     const auto chunk_step = [&](int64_t c) {
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
       // chunk c - 1 is done with the other stage; in the forgotten start's instance, whether
       // every transition row of the CTA is zero, so that no step from this one needs products
-      if (sync_with_copier(zero_vote) && kForget && !kOutputs && transition) return false;
+      if (sync_with_copier(vote, zero_vote) && kVote && !kOutputs && transition) return false;
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
       mbarrier_wait(&s.full[buf], uint32_t(it >> 1) & 1u);
@@ -991,7 +1001,7 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       }
       if (kUWarpgroup) named_barrier(kBarUStaged + buf, 2 * kWgChainThreads);  // the U warpgroup has staged U^T
       wgmma_wait<0>();  // (nothing is in flight here; without it ptxas cannot tell, and waits inside)
-      if constexpr (kForget && !kOutputs) {
+      if constexpr (kVote && !kOutputs) {
         const float s_max = abs_max(S);  // (2^-sigma times the values)
         // a transition run: whether chunk c's start is still live in this thread's values (the
         // warp's word is its lanes' largest, formed once at the run's end: no reduction in the
@@ -1068,13 +1078,13 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
         }
         c_span = span_end;
       }
-    } else if constexpr (kForget && !kOutputs) {
+    } else if constexpr (kVote && !kOutputs) {
       for (int64_t c = run.c_begin; c < run.c_end; ++c)
         if (!chunk_step(c)) {  // a transition run's rows at zero from chunk c: the other run's
                                // steps' barriers only (chunk c's first is passed)
           if (!by_tma(c)) sync();
           for (++c; c < run.c_end; ++c) {
-            sync_with_copier();
+            sync_with_copier(vote, true);
             if (!by_tma(c)) sync();
           }
           break;
@@ -1084,12 +1094,19 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     }
   };
   if constexpr (kPass1) {
-    if (run.write_o)
-      chunks_loop(std::true_type{});
-    else
-      chunks_loop(std::false_type{});
+    constexpr std::bool_constant<kForget> kForgetVote{};
+    if (kForget && forgets) {
+      if (run.write_o)
+        chunks_loop(std::true_type{}, kForgetVote);
+      else
+        chunks_loop(std::false_type{}, kForgetVote);
+    } else if (run.write_o) {
+      chunks_loop(std::true_type{}, NoVote{});
+    } else {
+      chunks_loop(std::false_type{}, NoVote{});
+    }
   } else {
-    chunks_loop(std::true_type{});
+    chunks_loop(std::true_type{}, NoVote{});
   }
   if (tid == 0) bulk_wait_all<false>();  // the o stores complete before the CTA ends
   if (window_sigma && run.end_state) {  // for the next window: S at 2^-sigma and sigma, so that it
