@@ -95,7 +95,6 @@ struct ChunkedPlan {
   int forget_mode = 0;         // the sequence split's forgotten start (ChunkParams::seg_live, forget_mode)
   int64_t seg_chunks_forget = 0;  // its layout's segment length (ChunkParams::seg_chunks_forget)
   size_t seg_live_offset = 0;  // with the sequence split: where its live words start, after the segment states
-  size_t chunk_decay_offset = 0;  // with GDN_CHUNKED_FORGET=auto: ChunkParams::chunk_decay, after the live words
   int f32_value_split = 1;     // f32 inputs: CTAs per (sequence, value head) (f32_value_split)
   int f32_pass1_split = 1;     // f32 inputs with the sequence split: pass 1's (plan_f32_segments)
 };
@@ -233,16 +232,11 @@ ChunkedPlan plan_call(const Problem& p) {
     const int64_t combine = p.N * p.Hv * (ck::kV / ck::kCombineRows);
     // the segment states, then the transition runs' live words (ChunkParams::seg_live)
     const size_t seg_states = size_t(p.N) * size_t(s.segments) * size_t(p.Hv) * ck::kSegStates * state_bytes;
-    // (and with the verdict by the gates, each prepared chunk's total log-decay)
-    const size_t live_bytes = seg_live_bytes(p.N, s.segments, p.Hv);
-    const size_t decay_bytes =
-        plan.forget_mode == ck::kForgetByGates ? (plan.prepared_bytes / chunk_bytes * sizeof(float) + 255) / 256 * 256 : 0;
-    const size_t states = seg_states + live_bytes + decay_bytes;
+    const size_t states = seg_states + seg_live_bytes(p.N, s.segments, p.Hv);
     if (s.segments > 1 && pass1 <= INT_MAX && combine <= INT_MAX &&
         plan.prepared_bytes + states <= ck::kMaxOnePassWorkspaceBytes) {
       plan.segments = s;
       plan.seg_live_offset = plan.prepared_bytes + seg_states;
-      plan.chunk_decay_offset = decay_bytes ? plan.seg_live_offset + live_bytes : 0;
       plan.chain_split = plan.serial_chain_split = ck::kVSplit;
       plan.workspace_bytes = plan.prepared_bytes + states;
     } else {
@@ -485,8 +479,6 @@ gdn_status cuda_chunked_forward(const Problem& p) {
     c.seg_live = reinterpret_cast<int32_t*>(static_cast<unsigned char*>(p.workspace) + plan.seg_live_offset);
     c.seg_chunks_forget = plan.seg_chunks_forget;
     c.forget_mode = plan.forget_mode;
-    if (plan.chunk_decay_offset)
-      c.chunk_decay = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + plan.chunk_decay_offset);
   }
   const int64_t forced_chain_u = env_int("GDN_CHUNKED_CHAIN_U", -1);
   c.chain_forms_u = c.chain_wgmma && c.segments < 2 && forced_chain_u != 0;

@@ -37,10 +37,6 @@ struct ChunkParams : BatchParams {
   int32_t* seg_live = nullptr;
   int64_t seg_chunks_forget = 0;  // that layout's chunks per segment (the last: the remainder)
   int32_t forget_mode = 0;        // with seg_live: kForgetByGates or kForgetAlways (chunked_runs.cuh)
-  // with kForgetByGates: workspace after seg_live, [prepared chunks' slots, Hv] f32, each
-  // prepared chunk's total log-decay G[C - 1] as the prepare kernels write it (the verdict reads
-  // eight chunks' in one or two lines, where the prepared chunks lie 64 KB apart)
-  float* chunk_decay = nullptr;
   // windows (dense batches, the split form without a sequence split; chunked_tile.h): one
   // prepare and one chain launch (seg_pass kPassWindow) per window of chunks
   // [window_begin, window_begin + window_chunks) of every sequence; `prepared` then holds that

@@ -63,12 +63,12 @@ __device__ __forceinline__ bool forgotten_layout(const ChunkParams& p, int64_t n
   if (p.forget_mode == kForgetAlways) return true;
   const int64_t len = p.seg_chunks_forget;
   const int look = int(len < kForgetLookChunks ? len : kForgetLookChunks);
-  const float* decays = p.chunk_decay + n * p.chunks_per_seq * p.Hv + h;  // (the prepared chunks' slots)
+  const PreparedChunk* chunks = static_cast<const PreparedChunk*>(p.prepared) + n * p.chunks_per_seq * p.Hv + h;
   bool keeps = false;
   for (int m = 1 + int(threadIdx.x); m < p.segments - 1; m += int(blockDim.x)) {  // the middle segments
     float G[kForgetLookChunks];  // every load out before the sums (past `look`: chunk look - 1's again)
 #pragma unroll
-    for (int i = 0; i < kForgetLookChunks; ++i) G[i] = decays[(m * len + min(i, look - 1)) * p.Hv];
+    for (int i = 0; i < kForgetLookChunks; ++i) G[i] = chunks[(m * len + min(i, look - 1)) * p.Hv].tiles.G[kC - 1];
     float sum = 0.f;
 #pragma unroll
     for (int i = 0; i < kForgetLookChunks; ++i) sum += i < look ? G[i] : 0.f;

@@ -91,17 +91,9 @@ __device__ __forceinline__ void prep_chunk_start(const ChunkParams& p, const Pre
     chunk_gates(p, s.G, s.beta, head_gate(p, pc.h), load_raw_gates(p, pc.n, pc.sq, pc.h, pc.c, lane), pc.rows, lane);
 }
 
-// Where the prepared chunk `out`'s total log-decay goes (ChunkParams::chunk_decay), or null.
-__device__ __forceinline__ float* chunk_decay_word(const ChunkParams& p, const PreparedChunk& out) {
-  return p.chunk_decay ? p.chunk_decay + (&out - static_cast<const PreparedChunk*>(p.prepared)) : nullptr;
-}
-
-// G and the chain's per-token factors (chunked_steps.cuh's expressions) into the prepared chunk,
-// and the chunk's total log-decay into `decay` where not null.
+// G and the chain's per-token factors (chunked_steps.cuh's expressions) into the prepared chunk.
 template <class Sm>
-__device__ __forceinline__ void store_prepared_factors(const Sm& s, PreparedTiles& out, int tid, int p_exp,
-                                                       float* decay) {
-  if (decay && tid == kC - 1) *decay = s.G[kC - 1];
+__device__ __forceinline__ void store_prepared_factors(const Sm& s, PreparedTiles& out, int tid, int p_exp = 0) {
   if (tid < kC) {
     const ChainTiles own{nullptr, nullptr, nullptr, nullptr, nullptr, s.G, s.rq, s.rk};
     out.G[tid] = s.G[tid];
@@ -159,7 +151,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm) chunk_prepare_kernel
     const int idx = tid + kThreads * i;
     *reinterpret_cast<uint4*>(&out.tiles.w_neg[8 * idx]) = *reinterpret_cast<const uint4*>(&s.w_neg[idx >> 4][8 * (idx & 15)]);
   }
-  store_prepared_factors(s, out.tiles, tid, 0, chunk_decay_word(p, out));
+  store_prepared_factors(s, out.tiles, tid);
 }
 
 // The prepare kernel for the wgmma chain (sm_90a; runs_wgmma_chain): the fused kernel's
@@ -346,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, kPrepCtasPerSm)
     }
     if (warp == kGateWarp) {  // G and the chain's factors (the last reader of G), then the next head's gates
 #pragma unroll
-      for (int e = 0; e < 2; ++e) store_prepared_factors(s, out.tiles, 2 * lane + e, p_exp, chunk_decay_word(p, out));
+      for (int e = 0; e < 2; ++e) store_prepared_factors(s, out.tiles, 2 * lane + e, p_exp);
       __syncwarp();
       if (i + 1 < heads) {
         *reinterpret_cast<float2*>(&s.G[2 * lane]) = *reinterpret_cast<const float2*>(&s.G_next[2 * lane]);
