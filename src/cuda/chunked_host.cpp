@@ -126,8 +126,8 @@ size_t seg_live_bytes(int64_t N, int64_t segments, int64_t Hv) {
 
 // GDN_CHUNKED_FORGET: "auto", each head's layout by its gates (kForgetByGates); "1" every head
 // the forgotten start's (kForgetAlways); unset or "0" none, the default: the forget instance
-// costs heads that keep their start 2 to 3.5% even in the default layout, and a trained
-// model's layer has such heads (docs/NOTES.md, sixty-first session).
+// costs heads that keep their start 2 to 4% even in the default layout, and a trained
+// model's layer has such heads (docs/NOTES.md, sixty-first and sixty-second sessions).
 int forget_mode_from_env() {
   const char* v = std::getenv("GDN_CHUNKED_FORGET");
   if (!v || *v == '\0' || std::strcmp(v, "0") == 0) return 0;

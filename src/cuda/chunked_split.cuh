@@ -782,8 +782,9 @@ __global__ void __launch_bounds__(kChainThreads, 1) chunk_chain_kernel(const __g
 inline constexpr int kBarUStaged = 3, kBarURead = 8, kBarPipeIdle = 6, kBarOStage = 10;
 // kForget (pass 1 with p.seg_live, no checkpoints: its own instance, so that the others keep
 // their code): each CTA first takes its head's layout (forgotten_layout); in the forgotten
-// start's, the local runs write o and the transition runs note their last live chunk; in either,
-// the transition runs stop their products once their rows are zero (chunked_runs.cuh).
+// start's, the local runs write o, and the transition runs note their last live chunk and stop
+// their products once their rows are zero (chunked_runs.cuh); in the default one, the loops are
+// the default instance's (chunks_loop without `vote`).
 template <class M, bool kPass1, bool kCheckpoints, bool kUWarpgroup, bool kForget = false>
 __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
     chunk_chain_wgmma_kernel(const __grid_constant__ ChunkParams p, const __grid_constant__ TileMaps maps) {
