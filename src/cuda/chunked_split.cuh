@@ -988,8 +988,8 @@ __global__ void __launch_bounds__(kWgChainCtaThreads, 1)
       const int it = int(c - run.c_begin), buf = it & 1;
       const int64_t tok0 = sq.bos + c * kC;
       const int rows = live_rows(c);
-      // chunk c - 1 is done with the other stage; in the forgotten start's instance, whether
-      // every transition row of the CTA is zero, so that no step from this one needs products
+      // chunk c - 1 is done with the other stage; with the vote, whether every transition row
+      // of the CTA is zero, so that no step from this one needs products
       if (sync_with_copier(vote, zero_vote) && kVote && !kOutputs && transition) return false;
       if (c + 1 < run.c_end) load(buf ^ 1, c + 1);
       cp_async_commit();
