@@ -9,7 +9,9 @@ namespace gdn::cpu {
 
 // Value indices per task: as many as make an f32 state block of kBlockCapacity (64 KiB: all
 // of a head at K = V = 128). The block is loaded once, carried through all of a sequence's
-// tokens, and stored once. Measured on Zen 4 (1 thread, Hk/Hv = 16/32, K = V = 128, bf16):
+// tokens, and stored once. The vk width also fits the block as K rows of pad(width, kStrip)
+// columns, the form the token-block path holds it in (kernel_impl.h; the same width for K = 64,
+// 128 and 256). Measured on Zen 4 (1 thread, Hk/Hv = 16/32, K = V = 128, bf16):
 // 16 KiB blocks (in L1) ran prefill no faster than 64 KiB ones (in L2): vk 18.8 vs 18.6 ms,
 // kv 14.7 vs 14.7 ms for 256 tokens; but decode of the kv layout reads a 16 KiB block as
 // 128 pieces of 128 bytes, 6.1 GB/s against 9.7 GB/s for whole contiguous heads.
@@ -17,12 +19,15 @@ namespace gdn::cpu {
 //   kv: the block is K rows of S^T, cut to a multiple of kStrip columns.
 constexpr int64_t block_width(int64_t K, int64_t V, gdn_state_layout layout) {
   const int64_t padded_K = (K + kLanes - 1) / kLanes * kLanes;
-  const int64_t width =
-      layout == GDN_STATE_VK ? kBlockCapacity / padded_K : kBlockCapacity / K / kStrip * kStrip;
+  const int64_t transposed = kBlockCapacity / K / kStrip * kStrip;  // K rows of S^T, kStrip columns
+  const int64_t rows = kBlockCapacity / padded_K;
+  const int64_t width = layout == GDN_STATE_VK && rows < transposed ? rows : transposed;
   return width < V ? width : V;
 }
 
 static_assert(block_width(kMaxHeadDim, kMaxHeadDim, GDN_STATE_VK) * kMaxHeadDim <= kBlockCapacity);
 static_assert(block_width(kMaxHeadDim, kMaxHeadDim, GDN_STATE_KV) >= kStrip);
+static_assert(block_width(kMaxHeadDim, kMaxHeadDim, GDN_STATE_VK) >= kStrip);
+static_assert(block_width(128, 128, GDN_STATE_VK) == 128 && block_width(64, 64, GDN_STATE_VK) == 64);
 
 }  // namespace gdn::cpu
