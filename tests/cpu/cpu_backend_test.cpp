@@ -92,8 +92,8 @@ TEST(CpuBackend, QwenShaped) {
 
 // The token-block path (tasks of 16 tokens or more in vk, 8 in kv; kernel_impl.h) against the
 // oracle around its thresholds and block lengths (8 tokens on AVX-512, 6 on AVX2, 4 otherwise),
-// with checkpoints that end blocks early, head sizes whose blocks are cut (K = 200, V = 72) or
-// padded (V = 40), fast decay (products of decays flushed to zero) and none.
+// with checkpoints that end blocks early, heads cut into several blocks (K = 200, V = 72; K = V =
+// 256) or padded (V = 40), fast decay (products of decays flushed to zero) and none.
 TEST(CpuBackend, TokenBlocksMatchOracle) {
   skip_unless_requested_target();
   for (const char* text : {
@@ -103,6 +103,7 @@ TEST(CpuBackend, TokenBlocksMatchOracle) {
            "seqlens=16:0:7:8:25:49,Hk=1,Hv=2,K=64,V=64,pool=7,pad=1",
            "seqlens=16:0:7:8:25:49,Hk=1,Hv=2,K=64,V=64,pool=7,pad=1,layout=kv,inplace=1",
            "N=2,T=70,Hk=1,Hv=3,K=200,V=72,gate=raw,l2norm=1",
+           "N=1,T=20,Hk=1,Hv=2,K=256,V=256,dtype=bf16", "N=1,T=20,Hk=1,Hv=2,K=256,V=256,layout=kv",
            "N=2,T=40,Hk=1,Hv=2,K=24,V=40,layout=kv,sdtype=bf16",
            "N=1,T=150,Hk=1,Hv=2,K=128,V=128,decay=fast", "N=1,T=150,Hk=1,Hv=2,K=128,V=128,decay=none",
            "N=2,T=137,Hk=1,Hv=2,K=64,V=64,snap=1,ckpt=1",
