@@ -114,10 +114,15 @@ gdn_status cpu_forward(const Problem& p) {
                 (long long)p.K, (long long)p.V, (long long)cpu::kMaxHeadDim);
   const cpu::KernelFn kernel = cpu::selected_target().run;
   const cpu::Params params = params_of(p);
-  const int64_t width = cpu::block_width(p.K, p.V, p.state_layout);
+  // Threads: as asked (0: all), at most one per task; one for calls too small to repay waking
+  // others (a few microseconds of work). Tasks: (sequence, value head, block of value rows).
+  int64_t threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
+  if (p.T_total * p.Hv * p.K * p.V < kSerialWork) threads = 1;
+  const int64_t width = cpu::task_width(p.K, p.V, p.state_layout, p.N * p.Hv, threads);
   const int64_t blocks = (p.V + width - 1) / width;
   const int64_t per_sequence = p.Hv * blocks;
   const int64_t tasks = p.N * per_sequence;
+  threads = std::clamp<int64_t>(threads, 1, std::max<int64_t>(tasks, 1));
 
   // Packed batches: longest sequences first, so that no long one starts last.
   std::vector<int64_t> order;
@@ -133,11 +138,6 @@ gdn_status cpu_forward(const Problem& p) {
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return length(a) > length(b); });
   }
-  // Threads: as asked (0: all), at most one per task; one for calls too small to repay waking
-  // others (a few microseconds of work).
-  int64_t threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
-  if (p.T_total * p.Hv * p.K * p.V < kSerialWork) threads = 1;
-  threads = std::clamp<int64_t>(threads, 1, std::max<int64_t>(tasks, 1));
   // One Scratch per thread, allocated before any output is written.
   std::unique_ptr<cpu::Scratch[]> scratch(new (std::nothrow) cpu::Scratch[size_t(threads)]);
   if (!scratch)

@@ -25,6 +25,23 @@ constexpr int64_t block_width(int64_t K, int64_t V, gdn_state_layout layout) {
   return width < V ? width : V;
 }
 
+// The width of the tasks of a call with `pairs` (sequence, value head) pairs on `threads`
+// threads: block_width, halved (in whole kStrip columns, down to kStrip) while the pairs' blocks
+// leave threads without a task (few sequences and heads: a 2 / 8 shard, one long prompt). The
+// rows of S evolve independently, so the cut changes no bit (every cut falls on a multiple of
+// kStrip: the kernels group rows and columns within such multiples); each block repeats its
+// tokens' preparation (about a fifth of a token's work in token blocks).
+constexpr int64_t task_width(int64_t K, int64_t V, gdn_state_layout layout, int64_t pairs,
+                             int64_t threads) {
+  int64_t width = block_width(K, V, layout);
+  while (width > kStrip && pairs * ((V + width - 1) / width) < threads)
+    width = ((width + 1) / 2 + kStrip - 1) / kStrip * kStrip;
+  return width;
+}
+
+static_assert(task_width(128, 128, GDN_STATE_VK, 1, 2) == 64 && task_width(128, 128, GDN_STATE_KV, 8, 32) == 32 &&
+              task_width(128, 128, GDN_STATE_VK, 8, 8) == 128 && task_width(64, 40, GDN_STATE_VK, 1, 4) == 32);
+
 static_assert(block_width(kMaxHeadDim, kMaxHeadDim, GDN_STATE_VK) * kMaxHeadDim <= kBlockCapacity);
 static_assert(block_width(kMaxHeadDim, kMaxHeadDim, GDN_STATE_KV) >= kStrip);
 static_assert(block_width(kMaxHeadDim, kMaxHeadDim, GDN_STATE_VK) >= kStrip);

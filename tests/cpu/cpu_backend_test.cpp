@@ -55,25 +55,46 @@ TEST_P(BuiltinCase, MatchesOracle) {
   expect_matches_oracle(GetParam());
 }
 
+// c's outputs with `threads` threads and with one agree bit for bit.
+void expect_threads_agree_exactly(const Case& c, int threads) {
+  const GeneratedInputs pristine = generate(c);
+  GeneratedInputs one = pristine, many = pristine;
+  gdn_forward_args a1 = one.args(GDN_BACKEND_CPU), an = many.args(GDN_BACKEND_CPU);
+  a1.num_threads = 1;
+  an.num_threads = threads;
+  ASSERT_EQ(gdn_forward(&a1), GDN_STATUS_SUCCESS) << gdn_last_error();
+  ASSERT_EQ(gdn_forward(&an), GDN_STATUS_SUCCESS) << gdn_last_error();
+  auto same = [](const HostTensor* x, const HostTensor* y) {  // absent (null or empty) or equal
+    if (x == nullptr || !x->present()) return y == nullptr || !y->present();
+    return std::memcmp(x->data(), y->data(), x->bytes()) == 0;
+  };
+  EXPECT_TRUE(same(&one.o, &many.o)) << to_string(c) << ", " << threads << " threads";
+  EXPECT_TRUE(same(one.final_state_out(), many.final_state_out())) << to_string(c) << ", " << threads << " threads";
+  EXPECT_TRUE(same(&one.snapshots, &many.snapshots)) << to_string(c) << ", " << threads << " threads";
+}
+
 // Each task is computed whole by one thread, so the thread count cannot change a bit.
 TEST_P(BuiltinCase, OneAndTwoThreadsAgreeExactly) {
   skip_unless_requested_target();
   Case c = GetParam();
   c.seed = fresh_seed();
-  const GeneratedInputs pristine = generate(c);
-  GeneratedInputs one = pristine, two = pristine;
-  gdn_forward_args a1 = one.args(GDN_BACKEND_CPU), a2 = two.args(GDN_BACKEND_CPU);
-  a1.num_threads = 1;
-  a2.num_threads = 2;
-  ASSERT_EQ(gdn_forward(&a1), GDN_STATUS_SUCCESS) << gdn_last_error();
-  ASSERT_EQ(gdn_forward(&a2), GDN_STATUS_SUCCESS) << gdn_last_error();
-  auto same = [](const HostTensor* x, const HostTensor* y) {  // absent (null or empty) or equal
-    if (x == nullptr || !x->present()) return y == nullptr || !y->present();
-    return std::memcmp(x->data(), y->data(), x->bytes()) == 0;
-  };
-  EXPECT_TRUE(same(&one.o, &two.o)) << to_string(c);
-  EXPECT_TRUE(same(one.final_state_out(), two.final_state_out())) << to_string(c);
-  EXPECT_TRUE(same(&one.snapshots, &two.snapshots)) << to_string(c);
+  expect_threads_agree_exactly(c, 2);
+}
+
+// Fewer (sequence, value head) pairs than threads: the value rows are cut into finer blocks
+// (tiles.h, task_width), one task each, which changes no bit either, token by token or in token
+// blocks; and the result stays the oracle's.
+TEST(CpuBackend, RowBlocksForIdleThreadsAgreeExactly) {
+  skip_unless_requested_target();
+  for (const char* text : {"N=1,T=40,Hk=1,Hv=1,K=128,V=128,dtype=bf16", "N=1,T=5,Hk=1,Hv=1,K=128,V=128",
+                           "N=1,T=40,Hk=1,Hv=1,K=64,V=104,layout=kv,sdtype=bf16",
+                           "N=1,T=6,Hk=1,Hv=1,K=128,V=104,layout=kv", "N=1,T=33,Hk=1,Hv=2,K=24,V=70",
+                           "N=1,T=70,Hk=1,Hv=1,K=128,V=128,snap=1,ckpt=1"}) {
+    Case c = parse_case(text);
+    c.seed = fresh_seed();
+    for (int threads : {2, 3, 4}) expect_threads_agree_exactly(c, threads);
+    expect_matches_oracle(c);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, BuiltinCase, ::testing::ValuesIn(builtin_cases()),
