@@ -18,7 +18,7 @@
 // k_i and q_i, accumulated strip by strip of kStrip columns in registers; then delta and o
 // for the strip; then the update pass S^T[i, :] = alpha S^T[i, :] + k_i delta^T.
 //
-// Token blocks (prefill: tasks of 16 tokens or more (vk; kv 8) without per-token snapshots;
+// Token blocks (prefill: tasks of 12 tokens or more (vk; kv 8) without per-token snapshots;
 // both layouts, the block held as S^T): n = kBlockTokens tokens per pass over the state, so each
 // element is read and written once per n tokens and the decay multiplies it once. With
 // s = S[v, :] at the block's start, A_i = alpha_1 ... alpha_i and d(j, i) = alpha_{j+1} ... alpha_i
@@ -271,11 +271,11 @@ static_assert(kStrip % kVecLanes == 0 && kStrip % kChunk == 0 && kBlockTokens <=
 
 // Tasks shorter than this run token by token (decode, verify): the token-block path's setup
 // (the coefficients, a whole block's work for the last few tokens, and for vk the block's
-// transposition, about 13 us a head at K = V = 128) repays itself over longer ones. Measured on
+// transposition, about 7 us a head at K = V = 128) repays itself over longer ones. Measured on
 // Zen 4 (AVX-512, 1 thread, N = 16, Hk / Hv = 16 / 32, K = V = 128, bf16; ms, token by token /
-// token blocks): vk T = 8 13.9 / 16.2, T = 16 22.2 / 20.9, T = 32 38.7 / 29.6; kv T = 4 8.3 / 9.3,
-// T = 8 11.8 / 9.6, T = 16 18.4 / 14.1.
-constexpr int64_t kBlockedMinTokensVk = 16, kBlockedMinTokensKv = 8;
+// token blocks): vk T = 4 9.3 / 13.1, T = 8 13.6 / 13.1, T = 10 16.0 / 17.1, T = 12 18.1 / 17.4,
+// T = 16 22.2 / 17.5; kv T = 4 8.3 / 9.3, T = 8 11.8 / 9.6, T = 16 18.4 / 14.1.
+constexpr int64_t kBlockedMinTokensVk = 12, kBlockedMinTokensKv = 8;
 
 vec load_vec(const float* x) {
   vec r;
@@ -356,9 +356,33 @@ void block_coefficients(const Scratch& w, int64_t K, BlockCoefficients& c) {
   }
 }
 
+// dst[i * dst_ld + j] = src[j * src_ld + i] for i, j < 8: eight rows of eight floats through
+// registers (unpacks of pairs, of pairs of pairs, then of halves).
+using vec8 = float __attribute__((vector_size(8 * sizeof(float))));
+void transpose_8x8(const float* __restrict src, int64_t src_ld, float* __restrict dst, int64_t dst_ld) {
+  vec8 a[8], b[8];
+  for (int j = 0; j < 8; ++j) memcpy(&a[j], src + j * src_ld, sizeof(vec8));
+  for (int j = 0; j < 8; j += 2) {  // b[j]: rows j, j + 1 interleaved at columns 0, 1, 4, 5; b[j + 1] at 2, 3, 6, 7
+    b[j] = __builtin_shufflevector(a[j], a[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    b[j + 1] = __builtin_shufflevector(a[j], a[j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int j = 0; j < 8; j += 4) {  // a[j + c]: rows j .. j + 3 of columns c and c + 4
+    a[j + 0] = __builtin_shufflevector(b[j], b[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    a[j + 1] = __builtin_shufflevector(b[j], b[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    a[j + 2] = __builtin_shufflevector(b[j + 1], b[j + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    a[j + 3] = __builtin_shufflevector(b[j + 1], b[j + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int c = 0; c < 4; ++c) {  // column c from rows 0 .. 3 and 4 .. 7; column c + 4 likewise
+    b[c] = __builtin_shufflevector(a[c], a[4 + c], 0, 1, 2, 3, 8, 9, 10, 11);
+    b[c + 4] = __builtin_shufflevector(a[c], a[4 + c], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+  for (int i = 0; i < 8; ++i) memcpy(dst + i * dst_ld, &b[i], sizeof(vec8));
+}
+
 // The vk block's rows r < b.rows (row stride `stride`) to and from S_b as S^T [K, ld], kChunk
-// rows of S at a time through the f32 rows `rows` [kChunk, kMaxHeadDim], so that each row of S_b
-// takes kChunk adjacent values at once (a column at a time would touch a line of S_b per value).
+// rows of S at a time through the f32 rows `rows` [kChunk, kMaxHeadDim], eight columns at a time
+// through registers (a column at a time would touch a line of S_b per value).
+static_assert(kChunk == 8, "the vk block is transposed in 8 x 8 tiles");
 void load_block_transposed(float* __restrict S, const BlockShape& b, const void* src, gdn_dtype t,
                            int64_t stride, float (*__restrict rows)[kMaxHeadDim]) {
   for (int64_t r0 = 0; r0 < b.ld; r0 += kChunk) {
@@ -369,7 +393,9 @@ void load_block_transposed(float* __restrict S, const BlockShape& b, const void*
         for (int64_t i = 0; i < b.width; ++i) rows[j][i] = 0;
       }
     }
-    for (int64_t i = 0; i < b.width; ++i)
+    int64_t i = 0;
+    for (; i + 8 <= b.width; i += 8) transpose_8x8(&rows[0][i], kMaxHeadDim, S + i * b.ld + r0, b.ld);
+    for (; i < b.width; ++i)
       for (int64_t j = 0; j < kChunk; ++j) S[i * b.ld + r0 + j] = rows[j][i];
   }
 }
@@ -377,7 +403,9 @@ void load_block_transposed(float* __restrict S, const BlockShape& b, const void*
 void store_block_transposed(void* dst, gdn_dtype t, int64_t stride, const BlockShape& b,
                             const float* __restrict S, float (*__restrict rows)[kMaxHeadDim]) {
   for (int64_t r0 = 0; r0 < b.rows; r0 += kChunk) {
-    for (int64_t i = 0; i < b.width; ++i)
+    int64_t i = 0;
+    for (; i + 8 <= b.width; i += 8) transpose_8x8(S + i * b.ld + r0, b.ld, &rows[0][i], kMaxHeadDim);
+    for (; i < b.width; ++i)
       for (int64_t j = 0; j < kChunk; ++j) rows[j][i] = S[i * b.ld + r0 + j];
     for (int64_t j = 0; j < kChunk && r0 + j < b.rows; ++j)
       store(element(dst, t, (b.row0 + r0 + j) * stride + b.col0), t, rows[j], b.width);

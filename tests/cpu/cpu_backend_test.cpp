@@ -111,21 +111,23 @@ TEST(CpuBackend, QwenShaped) {
   expect_matches_oracle(parse_case("N=2,T=64,Hk=16,Hv=32,K=128,V=128,dtype=bf16"));
 }
 
-// The token-block path (tasks of 16 tokens or more in vk, 8 in kv; kernel_impl.h) against the
+// The token-block path (tasks of 12 tokens or more in vk, 8 in kv; kernel_impl.h) against the
 // oracle around its thresholds and block lengths (8 tokens on AVX-512, 6 on AVX2, 4 otherwise),
 // with checkpoints that end blocks early, heads cut into several blocks (K = 200, V = 72; K = V =
-// 256) or padded (V = 40), fast decay (products of decays flushed to zero) and none.
+// 256) or padded (V = 40), vk blocks whose transposition has a tail (K = 20, K = 1), fast decay
+// (products of decays flushed to zero) and none.
 TEST(CpuBackend, TokenBlocksMatchOracle) {
   skip_unless_requested_target();
   for (const char* text : {
-           "N=2,T=15,Hk=1,Hv=2,K=64,V=64", "N=2,T=16,Hk=1,Hv=2,K=64,V=64",
+           "N=2,T=11,Hk=1,Hv=2,K=64,V=64", "N=2,T=12,Hk=1,Hv=2,K=64,V=64",
            "N=2,T=17,Hk=1,Hv=2,K=64,V=64,dtype=bf16", "N=2,T=7,Hk=1,Hv=2,K=64,V=64,layout=kv",
            "N=2,T=8,Hk=1,Hv=2,K=64,V=64,layout=kv", "N=2,T=13,Hk=1,Hv=2,K=64,V=64,layout=kv",
            "seqlens=16:0:7:8:25:49,Hk=1,Hv=2,K=64,V=64,pool=7,pad=1",
            "seqlens=16:0:7:8:25:49,Hk=1,Hv=2,K=64,V=64,pool=7,pad=1,layout=kv,inplace=1",
            "N=2,T=70,Hk=1,Hv=3,K=200,V=72,gate=raw,l2norm=1",
            "N=1,T=20,Hk=1,Hv=2,K=256,V=256,dtype=bf16", "N=1,T=20,Hk=1,Hv=2,K=256,V=256,layout=kv",
-           "N=2,T=40,Hk=1,Hv=2,K=24,V=40,layout=kv,sdtype=bf16",
+           "N=2,T=40,Hk=1,Hv=2,K=24,V=40,layout=kv,sdtype=bf16", "N=2,T=14,Hk=1,Hv=2,K=20,V=12",
+           "N=1,T=13,Hk=1,Hv=2,K=1,V=3,sdtype=bf16",
            "N=1,T=150,Hk=1,Hv=2,K=128,V=128,decay=fast", "N=1,T=150,Hk=1,Hv=2,K=128,V=128,decay=none",
            "N=2,T=137,Hk=1,Hv=2,K=64,V=64,snap=1,ckpt=1",
            "seqlens=130:0:64:77,Hk=1,Hv=2,K=64,V=64,pool=5,pad=1,snap=pool,ckpt=1,layout=kv",
