@@ -124,12 +124,30 @@ float decay(const Params& p, const Task& task, int64_t t) {
   }
 }
 
+// The lines of n elements of dtype t at x, asked into the cache ahead of their use.
+void prefetch(const void* x, gdn_dtype t, int64_t n) {
+  const char* c = static_cast<const char*>(x);
+  for (int64_t b = 0; b < n * element_size(t); b += 64) __builtin_prefetch(c + b);
+}
+
 // Tokens t0 .. t0 + n in f32: q, k [n, K] (normalised when asked), k . q, the block's v [n, vb],
-// and the gates alpha, beta [n].
+// and the gates alpha, beta [n]. The inputs of the kChunk tokens after them are prefetched: a token's rows sit a whole token's heads apart (a page or more), where the
+// hardware prefetchers do not follow.
 void prepare(const Params& p, const Task& task, int64_t t0, int64_t n, int64_t v0, int64_t vb,
              Scratch& w) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = t0 + i;
+    if (t + kChunk < task.len) {
+      const int64_t ahead = t + kChunk;
+      prefetch(element(task.q, p.x_dtype, ahead * task.q_tok), p.x_dtype, p.K);
+      prefetch(element(task.k, p.x_dtype, ahead * task.k_tok), p.x_dtype, p.K);
+      prefetch(element(task.v, p.x_dtype, ahead * task.v_tok + v0), p.x_dtype, vb);
+      if (p.gate == GDN_GATE_RAW)
+        prefetch(element(task.a, p.a_dtype, ahead * task.a_tok), p.a_dtype, 1);
+      else
+        prefetch(element(task.g, p.g_dtype, ahead * task.g_tok), p.g_dtype, 1);
+      prefetch(element(task.beta, p.beta_dtype, ahead * task.beta_tok), p.beta_dtype, 1);
+    }
     load(w.q[i], element(task.q, p.x_dtype, t * task.q_tok), p.x_dtype, p.K);
     load(w.k[i], element(task.k, p.x_dtype, t * task.k_tok), p.x_dtype, p.K);
     if (p.l2norm) {
