@@ -377,22 +377,28 @@ void block_coefficients(const Scratch& w, int64_t K, BlockCoefficients& c) {
 // dst[i * dst_ld + j] = src[j * src_ld + i] for i, j < 8: eight rows of eight floats through
 // registers (unpacks of pairs, of pairs of pairs, then of halves).
 using vec8 = float __attribute__((vector_size(8 * sizeof(float))));
+#if defined(__clang__) || __GNUC__ >= 12
+#define GDN_SHUFFLE8(x, y, ...) __builtin_shufflevector(x, y, __VA_ARGS__)
+#else  // GCC before 12: the same selection through its own builtin
+using mask8 = int __attribute__((vector_size(8 * sizeof(int))));
+#define GDN_SHUFFLE8(x, y, ...) __builtin_shuffle(x, y, mask8{__VA_ARGS__})
+#endif
 void transpose_8x8(const float* __restrict src, int64_t src_ld, float* __restrict dst, int64_t dst_ld) {
   vec8 a[8], b[8];
   for (int j = 0; j < 8; ++j) memcpy(&a[j], src + j * src_ld, sizeof(vec8));
   for (int j = 0; j < 8; j += 2) {  // b[j]: rows j, j + 1 interleaved at columns 0, 1, 4, 5; b[j + 1] at 2, 3, 6, 7
-    b[j] = __builtin_shufflevector(a[j], a[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    b[j + 1] = __builtin_shufflevector(a[j], a[j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    b[j] = GDN_SHUFFLE8(a[j], a[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    b[j + 1] = GDN_SHUFFLE8(a[j], a[j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int j = 0; j < 8; j += 4) {  // a[j + c]: rows j .. j + 3 of columns c and c + 4
-    a[j + 0] = __builtin_shufflevector(b[j], b[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-    a[j + 1] = __builtin_shufflevector(b[j], b[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-    a[j + 2] = __builtin_shufflevector(b[j + 1], b[j + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-    a[j + 3] = __builtin_shufflevector(b[j + 1], b[j + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    a[j + 0] = GDN_SHUFFLE8(b[j], b[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    a[j + 1] = GDN_SHUFFLE8(b[j], b[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    a[j + 2] = GDN_SHUFFLE8(b[j + 1], b[j + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    a[j + 3] = GDN_SHUFFLE8(b[j + 1], b[j + 3], 2, 3, 10, 11, 6, 7, 14, 15);
   }
   for (int c = 0; c < 4; ++c) {  // column c from rows 0 .. 3 and 4 .. 7; column c + 4 likewise
-    b[c] = __builtin_shufflevector(a[c], a[4 + c], 0, 1, 2, 3, 8, 9, 10, 11);
-    b[c + 4] = __builtin_shufflevector(a[c], a[4 + c], 4, 5, 6, 7, 12, 13, 14, 15);
+    b[c] = GDN_SHUFFLE8(a[c], a[4 + c], 0, 1, 2, 3, 8, 9, 10, 11);
+    b[c + 4] = GDN_SHUFFLE8(a[c], a[4 + c], 4, 5, 6, 7, 12, 13, 14, 15);
   }
   for (int i = 0; i < 8; ++i) memcpy(dst + i * dst_ld, &b[i], sizeof(vec8));
 }
