@@ -309,7 +309,6 @@ struct BlockCoefficients {
   float kk[kBlockTokens][kBlockTokens];     // [i][j < i]  d(j, i) (k_j . k_i)
   float kq[kBlockTokens][kBlockTokens];     // [i][j <= i] d(j, i) (k_j . q_i)
   float to_end[kBlockTokens];               // d(j, n)
-  float beta[kBlockTokens];
 };
 
 // Products of decays below this are taken as zero (they weigh nothing in f32 beside the
@@ -326,7 +325,6 @@ void block_coefficients(const Scratch& w, int64_t K, BlockCoefficients& c) {
   for (int i = 0; i < kBlockTokens; ++i) {
     A = flush_tiny(A * w.alpha[i]);
     c.A[i] = A;
-    c.beta[i] = w.beta[i];
     c.to_end[i] = d[i][kBlockTokens - 1];
     for (int j = 0; j < kBlockTokens; ++j) {
       c.kk[i][j] = j < i ? d[j][i] * dot(w.k[j], w.k[i], K) : 0.0f;
@@ -356,7 +354,7 @@ void block_coefficients(const Scratch& w, int64_t K, BlockCoefficients& c) {
       vec x = load_vec(&w.v[i][c0]) - c.A[i] * sk[i];
 #pragma GCC unroll 8
       for (int j = 0; j < i; ++j) x -= c.kk[i][j] * delta[j];
-      delta[i] = c.beta[i] * x;
+      delta[i] = w.beta[i] * x;
       vec y = c.A[i] * sq[i];
 #pragma GCC unroll 8
       for (int j = 0; j <= i; ++j) y += c.kq[i][j] * delta[j];
