@@ -14,14 +14,20 @@ struct Candidate {
   bool supported;
 };
 
+#if defined(__x86_64__) || defined(_M_X64)
+bool has_avx512() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+#endif
+
 Target choose() {
   // best first; the last one runs everywhere
   const Candidate candidates[] = {
 #if defined(__x86_64__) || defined(_M_X64)
-      {{"avx512", avx512::run},
-       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")},
+      {{"avx512bf16", avx512bf16::run}, has_avx512() && __builtin_cpu_supports("avx512bf16")},
+      {{"avx512", avx512::run}, has_avx512()},
       {{"avx2", avx2::run},
        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c")},

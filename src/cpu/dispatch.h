@@ -6,7 +6,7 @@
 namespace gdn::cpu {
 
 struct Target {
-  const char* name;  // "avx512", "avx2", "sse2" (x86-64 baseline), "neon", "scalar"
+  const char* name;  // "avx512bf16", "avx512", "avx2", "sse2" (x86-64 baseline), "neon", "scalar"
   KernelFn run;
 };
 

@@ -83,6 +83,9 @@ void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& scr
 namespace avx512 {
 void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& scratch);
 }
+namespace avx512bf16 {
+void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& scratch);
+}
 #endif
 
 }  // namespace gdn::cpu

@@ -29,10 +29,18 @@
 // : one pass for the 2n products s . k_i, s . q_i (n x n coefficients shared by every row),
 // the small triangular solve per row, one pass for the update. Vectorised across value rows
 // (the columns of S^T, as in the kv pass), with every token's k_i and q_i entry broadcast.
+//
+// Decode (one token, no snapshots, an f32 or bf16 state to read): no block in scratch; each
+// row of the state tensor (vk; kv: each key row of S^T's value indices) is read for its
+// products, then read again from cache and updated straight into the final state.
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "cpu/kernel.h"
 
@@ -77,11 +85,17 @@ void load(float* __restrict dst, const void* src, gdn_dtype t, int64_t n) {
   }
 }
 
-// dst[0, n) = src[0, n) rounded to dtype t
+// dst[0, n) = src[0, n) rounded to dtype t (bf16 through the AVX-512 BF16 conversion where the
+// target has it: the same rounding, NaN kept quiet, but subnormal values become zero)
 void store(void* dst, gdn_dtype t, const float* __restrict src, int64_t n) {
   if (t == GDN_DTYPE_BF16) {
     uint16_t* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = to_bf16(src[i]);
+    int64_t i = 0;
+#if defined(__AVX512BF16__)
+    for (; i + 16 <= n; i += 16)
+      _mm256_storeu_si256((__m256i*)(d + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)));
+#endif
+    for (; i < n; ++i) d[i] = to_bf16(src[i]);
   } else if (t == GDN_DTYPE_F16) {
     uint16_t* d = static_cast<uint16_t*>(dst);
     for (int64_t i = 0; i < n; ++i) d[i] = to_f16(src[i]);
@@ -477,6 +491,216 @@ void run_token_blocks(const Params& p, const Task& task, int64_t v0, int64_t vb,
   if (task.state_out != nullptr) store_state(task.state_out, p.state_out_dtype, task.state_out_row);
 }
 
+// ---- decode (one token, no snapshots, a state of f32 or bf16 to read): one pass over the
+// state, from the state tensor to the final state in registers, nothing staged in scratch. The
+// state is read in address order, one stream per row (rows read a vector each in turn, or any
+// order that breaks a single stream, halve the rate the hardware prefetchers keep up from
+// memory); the update's second reading of a row hits L1 (vk) or L2 (kv).
+
+using u16vec = uint16_t __attribute__((vector_size(kVecLanes * sizeof(uint16_t))));
+using u32vec = uint32_t __attribute__((vector_size(kVecLanes * sizeof(uint32_t))));
+
+// kVecLanes state elements at x (f32 or bf16) as f32, and back (bf16: round to nearest even,
+// NaN kept quiet, as to_bf16; avx512bf16 as store()). The bf16 forms through the target's
+// widening and narrowing instructions: the generic vector code compiles to two halves or
+// permutes on AVX-512 and to scalar packing on SSE2.
+template <bool kBf16>
+vec load_state_vec(const char* x) {
+  if constexpr (!kBf16) {
+    return load_vec(reinterpret_cast<const float*>(x));
+  } else {
+#if defined(__AVX512BW__)
+    return (vec)_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)x)), 16);
+#elif defined(__AVX2__)
+    return (vec)_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)x)), 16);
+#elif defined(__SSE2__)  // each value the upper half of its lane
+    return (vec)_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i*)x));
+#else
+    u16vec h;
+    memcpy(&h, x, sizeof h);
+    return (vec)(__builtin_convertvector(h, u32vec) << 16);
+#endif
+  }
+}
+template <bool kBf16>
+void store_state_vec(char* x, vec f) {
+  if constexpr (!kBf16) {
+    store_vec(reinterpret_cast<float*>(x), f);
+  } else {
+    const u32vec u = (u32vec)f;
+    // the bf16 value in each lane's upper half
+    const u32vec r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
+#if defined(__AVX512BF16__)
+    (void)r;
+    _mm256_storeu_si256((__m256i*)x, (__m256i)_mm512_cvtneps_pbh(f));  // as to_bf16; subnormals to 0
+#elif defined(__AVX512BW__)
+    _mm256_storeu_si256((__m256i*)x, _mm512_cvtepi32_epi16(_mm512_srli_epi32((__m512i)r, 16)));
+#elif defined(__AVX2__)
+    const __m256i h = _mm256_srli_epi32((__m256i)r, 16);
+    _mm_storeu_si128((__m128i*)x, _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+#elif defined(__SSE2__)  // sign-extended upper halves: the signed pack keeps their bits
+    const __m128i h = _mm_srai_epi32((__m128i)r, 16);
+    _mm_storel_epi64((__m128i*)x, _mm_packs_epi32(h, h));
+#else
+    const u16vec h = __builtin_convertvector(r >> 16, u16vec);
+    memcpy(x, &h, sizeof h);
+#endif
+  }
+}
+
+float sum_lanes(vec x) {
+  float s = 0;
+  for (int l = 0; l < kVecLanes; ++l) s += x[l];
+  return s;
+}
+
+// A decode task's state tensors (one dtype, element `size` bytes): element (r, c) of the task's
+// [R, C] state at in + r * in_row + c * size; out likewise, null when the final state is not
+// written. (Passed by value: stores through char pointers could alias a referenced one.)
+struct DecodeState {
+  const char* in;
+  int64_t in_row;
+  char* out;
+  int64_t out_row, size;
+  const char* in_at(int64_t r, int64_t c) const { return in + r * in_row + c * size; }
+  char* out_at(int64_t r, int64_t c) const { return out + r * out_row + c * size; }
+};
+
+// vk: rows r0 .. r0 + kRows of S (value indices), the token in w's first slot: o [vb].
+template <int kRows, bool kBf16>
+void decode_rows_vk(const Params& p, const Scratch& w, DecodeState st, int64_t r0, float* o) {
+  const int64_t K = p.K, whole = K / kVecLanes * kVecLanes;
+  vec sk[kRows], sq[kRows];
+  for (int j = 0; j < kRows; ++j) sk[j] = sq[j] = vec{};
+  for (int j = 0; j < kRows; ++j) {
+    for (int64_t i = 0; i < whole; i += kVecLanes) {
+      const vec s = load_state_vec<kBf16>(st.in_at(r0 + j, i));
+      sk[j] += s * load_vec(&w.k[0][i]);
+      sq[j] += s * load_vec(&w.q[0][i]);
+    }
+  }
+  const float alpha = w.alpha[0], beta = w.beta[0];
+  float delta[kRows];
+  for (int j = 0; j < kRows; ++j) {
+    float a_k = sum_lanes(sk[j]), a_q = sum_lanes(sq[j]);
+    for (int64_t i = whole; i < K; ++i) {
+      const float s = load_one(st.in_at(r0 + j, i), p.state_in_dtype);
+      a_k += s * w.k[0][i];
+      a_q += s * w.q[0][i];
+    }
+    delta[j] = beta * (w.v[0][r0 + j] - alpha * a_k);
+    o[r0 + j] = p.scale * (alpha * a_q + delta[j] * w.kq[0]);
+  }
+  if (st.out == nullptr) return;
+  for (int j = 0; j < kRows; ++j) {
+    for (int64_t i = 0; i < whole; i += kVecLanes) {
+      const vec s = load_state_vec<kBf16>(st.in_at(r0 + j, i));
+      store_state_vec<kBf16>(st.out_at(r0 + j, i), alpha * s + delta[j] * load_vec(&w.k[0][i]));
+    }
+    for (int64_t i = whole; i < K; ++i) {
+      const float s = alpha * load_one(st.in_at(r0 + j, i), p.state_in_dtype) + delta[j] * w.k[0][i];
+      store(st.out_at(r0 + j, i), p.state_out_dtype, &s, 1);
+    }
+  }
+}
+
+// kv: the value indices c0 .. c0 + kVecs kVecLanes (columns of S^T, each row a key index),
+// every row read once for the products and once (from L2) for the update: o [vb].
+template <int kVecs, bool kBf16>
+void decode_columns_kv(const Params& p, const Scratch& w, DecodeState st, int64_t c0, float* o) {
+  vec sk[kVecs], sq[kVecs];
+  for (int m = 0; m < kVecs; ++m) sk[m] = sq[m] = vec{};
+  for (int64_t i = 0; i < p.K; ++i) {
+    const float k = w.k[0][i], q = w.q[0][i];
+    for (int m = 0; m < kVecs; ++m) {
+      const vec s = load_state_vec<kBf16>(st.in_at(i, c0 + m * kVecLanes));
+      sk[m] += k * s;
+      sq[m] += q * s;
+    }
+  }
+  const float alpha = w.alpha[0], beta = w.beta[0];
+  vec delta[kVecs];
+  for (int m = 0; m < kVecs; ++m) {
+    const int64_t c = c0 + m * kVecLanes;
+    delta[m] = beta * (load_vec(&w.v[0][c]) - alpha * sk[m]);
+    store_vec(o + c, p.scale * (alpha * sq[m] + delta[m] * w.kq[0]));
+  }
+  if (st.out == nullptr) return;
+  for (int64_t i = 0; i < p.K; ++i) {
+    const float k = w.k[0][i];
+    for (int m = 0; m < kVecs; ++m) {
+      const vec s = load_state_vec<kBf16>(st.in_at(i, c0 + m * kVecLanes));
+      store_state_vec<kBf16>(st.out_at(i, c0 + m * kVecLanes), alpha * s + k * delta[m]);
+    }
+  }
+}
+
+// kv: one value index c (the columns past the last whole vector), scalar.
+void decode_column_kv(const Params& p, const Scratch& w, DecodeState st, int64_t c, float* o) {
+  float a_k = 0, a_q = 0;
+  for (int64_t i = 0; i < p.K; ++i) {
+    const float s = load_one(st.in_at(i, c), p.state_in_dtype);
+    a_k += w.k[0][i] * s;
+    a_q += w.q[0][i] * s;
+  }
+  const float alpha = w.alpha[0];
+  const float delta = w.beta[0] * (w.v[0][c] - alpha * a_k);
+  o[c] = p.scale * (alpha * a_q + delta * w.kq[0]);
+  if (st.out == nullptr) return;
+  for (int64_t i = 0; i < p.K; ++i) {
+    const float s = alpha * load_one(st.in_at(i, c), p.state_in_dtype) + w.k[0][i] * delta;
+    store(st.out_at(i, c), p.state_out_dtype, &s, 1);
+  }
+}
+
+// Vectors of value indices per kv pass: 2 kKvVecs sums in registers beside the loads.
+constexpr int kKvVecs = kVecLanes == 16 ? 8 : 4;
+
+// One token for value indices [v0, v0 + vb), the state f32 (kBf16 false) or bf16.
+template <bool kBf16>
+void decode(const Params& p, const Task& task, int64_t v0, int64_t vb, Scratch& w) {
+  prepare(p, task, 0, 1, v0, vb, w);
+  const bool vk = p.layout == GDN_STATE_VK;
+  const int64_t size = kBf16 ? 2 : 4;
+  // (r, c) of the task's state block: vk rows v0.. of S, kv columns v0.. of S^T
+  const DecodeState st{
+      static_cast<const char*>(task.state_in) + (vk ? v0 * task.state_in_row : v0) * size,
+      task.state_in_row * size,
+      task.state_out == nullptr
+          ? nullptr
+          : static_cast<char*>(task.state_out) + (vk ? v0 * task.state_out_row : v0) * size,
+      task.state_out_row * size, size};
+  float* o = w.o[0];
+  int64_t c = 0;
+  if (vk) {
+    constexpr int kRows = 4;
+    for (; c + kRows <= vb; c += kRows) decode_rows_vk<kRows, kBf16>(p, w, st, c, o);
+    for (; c < vb; ++c) decode_rows_vk<1, kBf16>(p, w, st, c, o);
+  } else {
+    for (; c + kKvVecs * kVecLanes <= vb; c += kKvVecs * kVecLanes)
+      decode_columns_kv<kKvVecs, kBf16>(p, w, st, c, o);
+    if (kKvVecs > 4 && c + 4 * kVecLanes <= vb)
+      decode_columns_kv<4, kBf16>(p, w, st, c, o), c += 4 * kVecLanes;
+    if (c + 2 * kVecLanes <= vb) decode_columns_kv<2, kBf16>(p, w, st, c, o), c += 2 * kVecLanes;
+    if (c + kVecLanes <= vb) decode_columns_kv<1, kBf16>(p, w, st, c, o), c += kVecLanes;
+    for (; c < vb; ++c) decode_column_kv(p, w, st, c, o);
+  }
+  store(element(task.o, p.x_dtype, v0), p.x_dtype, o, vb);
+}
+
+// decode<> when the task is one: a single token, no snapshots, a state to read, of f32 or bf16
+// (every state of a call shares one dtype); else false.
+bool try_decode(const Params& p, const Task& task, int64_t v0, int64_t vb, Scratch& w) {
+  if (task.len != 1 || task.snap != nullptr || task.state_in == nullptr) return false;
+  if (p.state_in_dtype == GDN_DTYPE_F32)
+    decode<false>(p, task, v0, vb, w);
+  else if (p.state_in_dtype == GDN_DTYPE_BF16)
+    decode<true>(p, task, v0, vb, w);
+  else
+    return false;
+  return true;
+}
+
 }  // namespace
 
 void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& w) {
@@ -494,6 +718,7 @@ void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& w) 
     run_token_blocks(p, task, v0, vb, w);
     return;
   }
+  if (try_decode(p, task, v0, vb, w)) return;
   load_block(w.S, b, task.state_in, p.state_in_dtype, task.state_in_row);
   for (int64_t i = 0; i < kChunk; ++i) {  // padding of the token vectors: zero, never written
     for (int64_t c = p.K; c < pad(p.K, kLanes); ++c) w.q[i][c] = w.k[i][c] = 0;

@@ -89,7 +89,9 @@ TEST(CpuBackend, RowBlocksForIdleThreadsAgreeExactly) {
   for (const char* text : {"N=1,T=40,Hk=1,Hv=1,K=128,V=128,dtype=bf16", "N=1,T=5,Hk=1,Hv=1,K=128,V=128",
                            "N=1,T=40,Hk=1,Hv=1,K=64,V=104,layout=kv,sdtype=bf16",
                            "N=1,T=6,Hk=1,Hv=1,K=128,V=104,layout=kv", "N=1,T=33,Hk=1,Hv=2,K=24,V=70",
-                           "N=1,T=70,Hk=1,Hv=1,K=128,V=128,snap=1,ckpt=1"}) {
+                           "N=1,T=70,Hk=1,Hv=1,K=128,V=128,snap=1,ckpt=1",
+                           "N=1,T=1,Hk=1,Hv=1,K=128,V=128,inplace=1",
+                           "N=1,T=1,Hk=1,Hv=1,K=64,V=104,layout=kv,sdtype=bf16,inplace=1"}) {
     Case c = parse_case(text);
     c.seed = fresh_seed();
     for (int threads : {2, 3, 4}) expect_threads_agree_exactly(c, threads);
@@ -136,6 +138,31 @@ TEST(CpuBackend, TokenBlocksMatchOracle) {
   }
 }
 
+// The decode path (one token, no snapshots, a state to read; kernel_impl.h) against the oracle:
+// vk rows in fours and one by one, keys past the last whole vector (K = 20, 1, 200); kv columns
+// in passes of 8, 4, 2 and 1 vectors and single columns (V = 256, 120, 40, 3); bf16 states in
+// place; pools with padding and strided views; no final state; no initial state (the general
+// path); packed batches with empty sequences; Qwen's shape in both layouts.
+TEST(CpuBackend, DecodeMatchesOracle) {
+  skip_unless_requested_target();
+  for (const char* text : {
+           "N=3,T=1,Hk=1,Hv=2,K=20,V=13", "N=3,T=1,Hk=1,Hv=2,K=1,V=3,sdtype=bf16,inplace=1",
+           "N=2,T=1,Hk=1,Hv=3,K=200,V=72,gate=raw,l2norm=1",
+           "N=2,T=1,Hk=1,Hv=2,K=256,V=256,layout=kv", "N=2,T=1,Hk=1,Hv=2,K=64,V=120,layout=kv",
+           "N=2,T=1,Hk=1,Hv=2,K=24,V=40,layout=kv,sdtype=bf16",
+           "N=2,T=1,Hk=1,Hv=2,K=64,V=3,layout=kv,inplace=1,sdtype=bf16",
+           "N=4,T=1,Hk=2,Hv=4,K=64,V=64,pool=9,pad=2,inplace=1,sdtype=bf16,strided=1",
+           "N=4,T=1,Hk=2,Hv=4,K=64,V=64,pool=9,pad=2,layout=kv,strided=1,beta=logit",
+           "N=4,T=1,Hk=2,Hv=4,K=64,V=64,ht=0", "N=4,T=1,Hk=2,Hv=4,K=64,V=64,ht=0,layout=kv",
+           "N=4,T=1,Hk=2,Hv=4,K=64,V=64,h0=0",
+           "seqlens=1:0:1:1,Hk=2,Hv=4,K=64,V=64,layout=kv,decay=fast",
+           "N=2,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16,inplace=1",
+           "N=2,T=1,Hk=16,Hv=32,K=128,V=128,dtype=bf16,inplace=1,layout=kv,sdtype=bf16",
+       }) {
+    expect_matches_oracle(parse_case(text));
+  }
+}
+
 // The dispatched target is the one asked for when the CPU has it, else the best it has.
 TEST(CpuBackend, DispatchesTheRequestedTarget) {
   const std::string target = gdn_cpu_simd_target();
@@ -145,10 +172,12 @@ TEST(CpuBackend, DispatchesTheRequestedTarget) {
                       __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
-  const std::string best = avx512 ? "avx512" : avx2 ? "avx2" : "sse2";
+  const bool avx512bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  const std::string best = avx512bf16 ? "avx512bf16" : avx512 ? "avx512" : avx2 ? "avx2" : "sse2";
   const char* wanted = std::getenv("GDN_CPU_TARGET");
   const bool can = wanted != nullptr &&
-                   ((std::strcmp(wanted, "avx512") == 0 && avx512) ||
+                   ((std::strcmp(wanted, "avx512bf16") == 0 && avx512bf16) ||
+                    (std::strcmp(wanted, "avx512") == 0 && avx512) ||
                     (std::strcmp(wanted, "avx2") == 0 && avx2) || std::strcmp(wanted, "sse2") == 0);
   EXPECT_EQ(target, can ? std::string(wanted) : best);
 #elif defined(__aarch64__)
