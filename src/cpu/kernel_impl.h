@@ -522,29 +522,81 @@ vec load_state_vec(const char* x) {
 #endif
   }
 }
+// f32 -> bf16 of a vector: kVecLanes bf16 values, in the narrowest register that holds them
+#if defined(__AVX512BW__)
+using bf16vec = __m256i;
+#elif defined(__SSE2__)
+using bf16vec = __m128i;  // SSE2: the low 8 bytes
+#else
+using bf16vec = u16vec;
+#endif
+bf16vec to_bf16_vec(vec f) {
+  const u32vec u = (u32vec)f;
+  // the bf16 value in each lane's upper half
+  const u32vec r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
+#if defined(__AVX512BF16__)
+  (void)r;
+  return (__m256i)_mm512_cvtneps_pbh(f);  // as to_bf16; subnormals to 0
+#elif defined(__AVX512BW__)
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32((__m512i)r, 16));
+#elif defined(__AVX2__)
+  const __m256i h = _mm256_srli_epi32((__m256i)r, 16);
+  return _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+#elif defined(__SSE2__)  // sign-extended upper halves: the signed pack keeps their bits
+  const __m128i h = _mm_srai_epi32((__m128i)r, 16);
+  return _mm_packs_epi32(h, h);
+#else
+  return __builtin_convertvector(r >> 16, u16vec);
+#endif
+}
+
 template <bool kBf16>
 void store_state_vec(char* x, vec f) {
   if constexpr (!kBf16) {
     store_vec(reinterpret_cast<float*>(x), f);
   } else {
-    const u32vec u = (u32vec)f;
-    // the bf16 value in each lane's upper half
-    const u32vec r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
-#if defined(__AVX512BF16__)
-    (void)r;
-    _mm256_storeu_si256((__m256i*)x, (__m256i)_mm512_cvtneps_pbh(f));  // as to_bf16; subnormals to 0
-#elif defined(__AVX512BW__)
-    _mm256_storeu_si256((__m256i*)x, _mm512_cvtepi32_epi16(_mm512_srli_epi32((__m512i)r, 16)));
+    const bf16vec h = to_bf16_vec(f);
+    memcpy(x, &h, kVecLanes * sizeof(uint16_t));
+  }
+}
+
+// Snapshots (every token's state, written once and read, if ever, by a later call) go around
+// the caches where the target has non-temporal stores: ordinary stores of lines not in cache
+// first read them (for ownership), a third of verify's memory traffic. vec_stream(x, f) writes
+// one vector at x, aligned to its size, and answers false where the target has no such store.
+template <bool kBf16>
+bool vec_stream(char* x, vec f) {
+#if defined(__AVX512F__)
+  if constexpr (kBf16) _mm256_stream_si256((__m256i*)x, to_bf16_vec(f));
+  else _mm512_stream_ps((float*)x, (__m512)f);
+  return true;
 #elif defined(__AVX2__)
-    const __m256i h = _mm256_srli_epi32((__m256i)r, 16);
-    _mm_storeu_si128((__m128i*)x, _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
-#elif defined(__SSE2__)  // sign-extended upper halves: the signed pack keeps their bits
-    const __m128i h = _mm_srai_epi32((__m128i)r, 16);
-    _mm_storel_epi64((__m128i*)x, _mm_packs_epi32(h, h));
+  if constexpr (kBf16) _mm_stream_si128((__m128i*)x, to_bf16_vec(f));
+  else _mm256_stream_ps((float*)x, (__m256)f);
+  return true;
+#elif defined(__SSE2__) && defined(__x86_64__)
+  if constexpr (kBf16) _mm_stream_si64((long long*)x, _mm_cvtsi128_si64(to_bf16_vec(f)));
+  else _mm_stream_ps((float*)x, (__m128)f);
+  return true;
 #else
-    const u16vec h = __builtin_convertvector(r >> 16, u16vec);
-    memcpy(x, &h, sizeof h);
+  (void)x, (void)f;
+  return false;
 #endif
+}
+
+// store_block for a snapshot: rows whose start is aligned for vec_stream are streamed (the
+// tail of each row, past its last whole vector, stored as usual).
+template <bool kBf16>
+void store_snapshot_block(void* dst, int64_t stride, const BlockShape& b, const float* __restrict S) {
+  constexpr int64_t size = kBf16 ? 2 : 4;
+  for (int64_t r = 0; r < b.rows; ++r) {
+    char* row = static_cast<char*>(dst) + ((b.row0 + r) * stride + b.col0) * size;
+    const float* s = S + r * b.ld;
+    int64_t i = 0;
+    if (reinterpret_cast<uintptr_t>(row) % (kVecLanes * size) == 0)
+      for (; i + kVecLanes <= b.width && vec_stream<kBf16>(row + i * size, load_vec(s + i)); i += kVecLanes) {
+      }
+    store(row + i * size, kBf16 ? GDN_DTYPE_BF16 : GDN_DTYPE_F32, s + i, b.width - i);
   }
 }
 
@@ -724,6 +776,7 @@ void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& w) 
     for (int64_t c = p.K; c < pad(p.K, kLanes); ++c) w.q[i][c] = w.k[i][c] = 0;
     for (int64_t c = vb; c < pad(vb, kStrip); ++c) w.v[i][c] = 0;
   }
+  bool streamed = false;
   for (int64_t t0 = 0; t0 < task.len; t0 += kChunk) {
     const int64_t n = task.len - t0 < kChunk ? task.len - t0 : kChunk;
     prepare(p, task, t0, n, v0, vb, w);
@@ -731,12 +784,23 @@ void run(const Params& p, const Task& task, int64_t v0, int64_t v1, Scratch& w) 
       (vk ? step_vk : step_kv)(w.S, vk ? vb : p.K, b.ld, w.q[i], w.k[i], w.v[i], w.alpha[i],
                                w.beta[i], w.kq[i], p.scale, w.o[i]);
       store(element(task.o, p.x_dtype, (t0 + i) * task.o_tok + v0), p.x_dtype, w.o[i], vb);
-      if (void* snap = snapshot_of(task, p.snapshot_dtype, t0 + i))
-        store_block(snap, p.snapshot_dtype, task.snap_row, b, w.S);
+      if (void* snap = snapshot_of(task, p.snapshot_dtype, t0 + i)) {
+        if (p.snapshot_dtype == GDN_DTYPE_F32)
+          store_snapshot_block<false>(snap, task.snap_row, b, w.S);
+        else if (p.snapshot_dtype == GDN_DTYPE_BF16)
+          store_snapshot_block<true>(snap, task.snap_row, b, w.S);
+        else
+          store_block(snap, p.snapshot_dtype, task.snap_row, b, w.S);
+        streamed = true;
+      }
     }
   }
   if (task.state_out != nullptr)
     store_block(task.state_out, p.state_out_dtype, task.state_out_row, b, w.S);
+#if defined(__SSE2__)
+  if (streamed) _mm_sfence();  // the non-temporal stores ordered before the task's end
+#endif
+  (void)streamed;
 }
 
 }  // namespace gdn::cpu::GDN_CPU_TARGET

@@ -163,6 +163,19 @@ TEST(CpuBackend, DecodeMatchesOracle) {
   }
 }
 
+// Per-token snapshots, streamed past the caches where a row starts aligned to a vector and
+// stored as usual where not (K = 20: rows of 80 bytes; bf16 K = 24; kv V = 40), dense and pooled.
+TEST(CpuBackend, SnapshotsMatchOracle) {
+  skip_unless_requested_target();
+  for (const char* text : {
+           "N=2,T=5,Hk=1,Hv=2,K=20,V=12,snap=1", "N=2,T=3,Hk=1,Hv=2,K=24,V=20,snap=1,sdtype=bf16",
+           "N=2,T=4,Hk=1,Hv=2,K=64,V=40,snap=pool,pool=4,pad=1,layout=kv",
+           "N=3,T=4,Hk=1,Hv=2,K=72,V=36,snap=pool,pool=5,sdtype=bf16,layout=kv,strided=1",
+       }) {
+    expect_matches_oracle(parse_case(text));
+  }
+}
+
 // The dispatched target is the one asked for when the CPU has it, else the best it has.
 TEST(CpuBackend, DispatchesTheRequestedTarget) {
   const std::string target = gdn_cpu_simd_target();
