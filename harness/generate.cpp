@@ -97,8 +97,8 @@ std::vector<int64_t> sequence_lengths(const Case& c, std::mt19937_64& rng) {
   return lens;
 }
 
-// The state slot of each sequence: n for dense states; for a pool, distinct random slots of
-// [0, P) with `pad` random entries replaced by -1.
+// The state slot of each sequence: n for dense states; for a pool, `pad` random entries -1 and
+// the others distinct random slots of [0, P) (P >= N - pad: the pool may be smaller than N).
 std::vector<int32_t> state_slots(const Case& c, std::mt19937_64& rng) {
   std::vector<int32_t> slot(size_t(c.N));
   std::iota(slot.begin(), slot.end(), 0);
@@ -106,11 +106,13 @@ std::vector<int32_t> state_slots(const Case& c, std::mt19937_64& rng) {
   std::vector<int32_t> all(size_t(c.pool));
   std::iota(all.begin(), all.end(), 0);
   std::shuffle(all.begin(), all.end(), rng);
-  std::copy_n(all.begin(), c.N, slot.begin());
   std::vector<size_t> order(size_t(c.N));
   std::iota(order.begin(), order.end(), size_t(0));
   std::shuffle(order.begin(), order.end(), rng);
-  for (int64_t i = 0; i < c.pad; ++i) slot[order[size_t(i)]] = -1;
+  std::vector<bool> padding(size_t(c.N), false);
+  for (int64_t i = 0; i < c.pad; ++i) padding[order[size_t(i)]] = true;
+  size_t next = 0;  // live entries take the shuffled slots in turn
+  for (size_t n = 0; n < slot.size(); ++n) slot[n] = padding[n] ? -1 : all[next++];
   return slot;
 }
 
