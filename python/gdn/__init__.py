@@ -49,7 +49,8 @@ def cuda_device_info(index: int = 0) -> str:
 
 
 def cpu_simd_target() -> str:
-    """The SIMD target the CPU backend dispatches to ("AVX3", "AVX2", "NEON", ...)."""
+    """The SIMD target the CPU backend dispatches to ("avx512bf16", "avx512", "avx2", "sse2",
+    "neon" or "scalar")."""
     return _gdn.cpu_simd_target()
 
 

@@ -47,10 +47,15 @@ class _NumPy(_Framework):
         import numpy
 
         self.np = numpy
+        self._bfloat16: dict = {}  # dtype -> whether it is ml_dtypes' bfloat16 (dtype.name is slow)
 
     def export(self, x: Any) -> Tuple[Any, bool]:
         # ml_dtypes' bfloat16 cannot cross DLPack: hand over its bits.
-        if x.dtype.name == "bfloat16":
+        dtype = x.dtype
+        bfloat16 = self._bfloat16.get(dtype)
+        if bfloat16 is None:
+            bfloat16 = self._bfloat16[dtype] = dtype.name == "bfloat16"
+        if bfloat16:
             return x.view(self.np.uint16), True
         return x, False
 
