@@ -64,6 +64,22 @@ std::string to_string(const Case& c);
 // The built-in case list of `gdn check` and the tests: every option, odd shapes.
 std::vector<Case> builtin_cases();
 
+// What random_case draws from. Everything else is drawn over all its values: gate, beta and
+// decay regime, head map at ratios 1 to 3, layout, norm, scale, dense or packed batches (with
+// empty sequences), initial and final state, in place, pools with padding (at times with fewer
+// slots than sequences), snapshots dense or pooled, strided views.
+struct RandomCaseSpace {
+  std::vector<int64_t> K, V;             // head dims
+  std::vector<std::string> dtypes;       // q, k, v ("f32", "bf16", "f16")
+  std::vector<int64_t> lengths;          // tokens of a sequence
+  std::vector<int64_t> long_lengths;     // with state checkpoints (empty: none)
+  bool per_token_snapshots = true;       // snap=1 / snap=pool without checkpoints
+  bool threads = false;                  // the cpu backend's thread count (0 to 3)
+  gdn_path path = GDN_PATH_AUTO;
+};
+// The case of `draw` (the same draw, the same case); its data seed stays 1.
+Case random_case(uint64_t draw, const RandomCaseSpace& space);
+
 // Tolerances of SPEC.md's "Numerical targets" for a backend, path and input dtype.
 struct Tolerance { double o, state; };
 Tolerance tolerance(const Case& c, gdn_backend backend, gdn_path path);

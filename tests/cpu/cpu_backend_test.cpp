@@ -184,54 +184,16 @@ TEST(CpuBackend, SnapshotsMatchOracle) {
 // prints its case string (seed included); GDN_TEST_SEED=<n> repeats a run's draws.
 TEST(CpuBackend, RandomCasesMatchOracle) {
   skip_unless_requested_target();
-  std::mt19937_64 rng(fresh_seed());
-  const auto pick = [&](std::initializer_list<const char*> xs) {
-    return std::string(xs.begin()[rng() % xs.size()]);
-  };
-  const auto chance = [&](double p) { return std::uniform_real_distribution<double>()(rng) < p; };
-  const auto below = [&](int64_t n) { return int64_t(rng() % uint64_t(n)); };
-  for (int i = 0; i < 60; ++i) {
-    const bool checkpoints = chance(0.1);
-    const auto length = [&] {
-      return checkpoints ? pick({"64", "70", "130"})
-                         : pick({"1", "1", "2", "3", "4", "7", "8", "11", "12", "13", "17", "40"});
-    };
-    const int64_t Hk = 1 + below(2), ratio = 1 + below(3);
-    std::string text = "Hk=" + std::to_string(Hk) + ",Hv=" + std::to_string(Hk * ratio) +
-                       ",K=" + pick({"1", "8", "20", "24", "64", "72", "128"}) +
-                       ",V=" + pick({"3", "12", "32", "40", "64", "104", "128"});
-    int64_t N = 1 + below(4);
-    if (chance(0.4)) {  // packed, with empty sequences (never all empty)
-      N = 1 + below(5);
-      std::string lengths = checkpoints ? length() : pick({"1", "5", "12", "33"});
-      for (int64_t n = 1; n < N; ++n)
-        lengths += ":" + (chance(0.3) ? std::string("0") : length());
-      text += ",seqlens=" + lengths + (chance(0.5) ? ",cu64=1" : "");
-    } else {
-      text += ",N=" + std::to_string(N) + ",T=" + length();
-    }
-    const std::string dtype = pick({"f32", "bf16", "f16"});
-    text += ",dtype=" + dtype + ",gdtype=" + (chance(0.5) ? dtype : "f32") +  // f32 or q's
-            ",sdtype=" + pick({"f32", "bf16"}) +
-            ",gate=" + pick({"log_decay", "decay_rate", "raw"}) + ",beta=" + pick({"prob", "logit"}) +
-            ",map=" + pick({"block", "tiled"}) + ",layout=" + pick({"vk", "kv"}) +
-            ",l2norm=" + pick({"0", "1"}) + ",scale=" + pick({"0", "0.5"}) +
-            ",decay=" + pick({"normal", "none", "fast", "slow", "mixed"}) +
-            ",threads=" + pick({"0", "1", "2", "3"}) + ",strided=" + pick({"0", "0", "1"});
-    const bool h0 = chance(0.85), ht = chance(0.85);
-    text += std::string(",h0=") + (h0 ? "1" : "0") + ",ht=" + (ht ? "1" : "0");
-    if (h0 && ht && chance(0.4)) text += ",inplace=1";
-    if ((h0 || ht) && chance(0.4)) {
-      const int64_t pad = below(std::min<int64_t>(N, 2) + 1);
-      text += ",pool=" + std::to_string(N - pad + below(3) + (N == pad)) + ",pad=" + std::to_string(pad);
-    }
-    if (checkpoints || chance(0.3))
-      text += std::string(",snap=") + (chance(0.5) ? "1" : "pool") + (checkpoints ? ",ckpt=1" : "");
-    Case c;
-    ASSERT_NO_THROW(c = parse_case(text)) << text;
-    expect_matches_oracle(c);
-    if (HasFailure()) break;  // one case string to repeat, not sixty
-  }
+  RandomCaseSpace space;
+  space.K = {1, 8, 20, 24, 64, 72, 128};
+  space.V = {3, 12, 32, 40, 64, 104, 128};
+  space.dtypes = {"f32", "bf16", "f16"};
+  space.lengths = {1, 1, 2, 3, 4, 7, 8, 11, 12, 13, 17, 40};
+  space.long_lengths = {64, 70, 130};
+  space.threads = true;
+  const uint64_t first = fresh_seed();
+  for (uint64_t i = 0; i < 60 && !HasFailure(); ++i)  // one case string to repeat, not sixty
+    expect_matches_oracle(random_case(first + i, space));
 }
 
 // The dispatched target is the one asked for when the CPU has it, else the best it has.

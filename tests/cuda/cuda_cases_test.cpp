@@ -1,7 +1,8 @@
 // The cuda recurrent kernel against the f64 oracle, outputs poisoned first (harness run_case):
 //   Builtin: the harness's built-in cases the cuda rows of the configuration table take;
 //   Table:   every (input dtype, state dtype, K, V, layout) of those rows, options rotated;
-//   Extra:   decode and verify at the models' shapes, odd T, ratio 3, pools, packed batches.
+//   Extra:   decode and verify at the models' shapes, odd T, ratio 3, pools, packed batches;
+//   Random:  cases drawn over the whole option space.
 // Every test skips without a GPU.
 #include <cctype>
 #include <cmath>
@@ -131,6 +132,23 @@ INSTANTIATE_TEST_SUITE_P(Cuda, Table, ::testing::ValuesIn(table_cases()), case_n
 class Extra : public ::testing::TestWithParam<Case> {};
 TEST_P(Extra, MatchesOracle) { expect_matches_oracle(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cuda, Extra, ::testing::ValuesIn(extra_cases()), case_name);
+
+// Random cases over the whole option space at the kernel's head dims (harness random_case):
+// the combinations the lists above do not name. A failure prints its case string (seed
+// included); GDN_TEST_SEED=<n> repeats a run's draws.
+TEST(Random, MatchesOracle) {
+  GDN_SKIP_WITHOUT_GPU();
+  RandomCaseSpace space;
+  space.K = {64, 128};
+  space.V = {64, 128};
+  space.dtypes = {"f32", "bf16", "f16"};
+  space.lengths = {1, 1, 2, 3, 4, 7, 8, 13, 40};
+  space.long_lengths = {64, 70, 130};
+  space.path = GDN_PATH_RECURRENT;
+  const uint64_t first = fresh_seed();
+  for (uint64_t i = 0; i < 60 && !HasFailure(); ++i)  // one case string to repeat
+    expect_matches_oracle(random_case(first + i, space));
+}
 
 }  // namespace
 }  // namespace gdn::cuda_test

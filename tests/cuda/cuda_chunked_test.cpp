@@ -14,6 +14,7 @@
 //               packed batches of many sequences;
 //   Auto:       path auto takes the chunked kernel from kAutoMinTokens tokens per sequence
 //               (kAutoMinTokensF32 with f32 inputs);
+//   Random:     cases drawn over the whole option space, the library's choice of form;
 //   Device:     invalid indices in device memory (flag raised, the sequence writes nothing),
 //               capture in a CUDA graph (f32 inputs too), and the configurations the path refuses.
 // Every test skips without a GPU.
@@ -221,6 +222,26 @@ TEST_P(Oracle, MatchesOracle) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), case_name);
+
+// Random cases over the whole option space at the kernel's head dims (harness random_case;
+// checkpoints but no per-token snapshots, which the path does not write), the library's own
+// choice of form: the combinations the list above does not name. A failure prints its case
+// string (seed included); GDN_TEST_SEED=<n> repeats a run's draws.
+TEST(Random, MatchesOracle) {
+  GDN_SKIP_WITHOUT_GPU();
+  RandomCaseSpace space;
+  space.K = {128};
+  space.V = {128};
+  space.dtypes = {"bf16", "bf16", "f16", "f32"};
+  space.lengths = {1, 2, 17, 63, 64, 65, 100, 130, 200, 300};
+  space.long_lengths = {130, 200, 300};
+  space.per_token_snapshots = false;
+  space.path = GDN_PATH_CHUNKED;
+  const uint64_t first = fresh_seed();
+  for (uint64_t i = 0; i < 40 && !HasFailure(); ++i)  // one case string to repeat
+    run_against_oracle(random_case(first + i, space), "random case " + std::to_string(i),
+                       "random" + std::to_string(i));
+}
 
 // ---- f32 inputs (chunked_f32.cu: the fused kernel or the split form, its products in 3xTF32),
 // against SPEC.md's chunked f32 tolerance (1e-4), over the options and odd shapes

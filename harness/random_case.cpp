@@ -1,0 +1,60 @@
+// random_case(): a case drawn over the whole option space, written as a case string and parsed
+// (so that it is one the case language can repeat).
+#include <algorithm>
+#include <initializer_list>
+#include <random>
+#include <string>
+
+#include "harness.h"
+
+namespace gdn::harness {
+
+Case random_case(uint64_t draw, const RandomCaseSpace& space) {
+  std::mt19937_64 rng(draw);
+  const auto pick = [&](std::initializer_list<const char*> xs) {
+    return std::string(xs.begin()[rng() % xs.size()]);
+  };
+  const auto pick_of = [&](const std::vector<int64_t>& xs) {
+    return std::to_string(xs[rng() % xs.size()]);
+  };
+  const auto chance = [&](double p) { return std::uniform_real_distribution<double>()(rng) < p; };
+  const auto below = [&](int64_t n) { return int64_t(rng() % uint64_t(n)); };
+
+  const bool checkpoints = !space.long_lengths.empty() && chance(0.1);
+  const auto length = [&] { return pick_of(checkpoints ? space.long_lengths : space.lengths); };
+  const int64_t Hk = 1 + below(2), ratio = 1 + below(3);
+  std::string text = "Hk=" + std::to_string(Hk) + ",Hv=" + std::to_string(Hk * ratio) +
+                     ",K=" + pick_of(space.K) + ",V=" + pick_of(space.V);
+  int64_t N = 1 + below(4);
+  if (chance(0.4)) {  // packed, with empty sequences (the first never empty)
+    N = 1 + below(5);
+    std::string lengths = length();
+    for (int64_t n = 1; n < N; ++n) lengths += ":" + (chance(0.3) ? std::string("0") : length());
+    text += ",seqlens=" + lengths + (chance(0.5) ? ",cu64=1" : "");
+  } else {
+    text += ",N=" + std::to_string(N) + ",T=" + length();
+  }
+  const std::string dtype = space.dtypes[rng() % space.dtypes.size()];
+  text += ",dtype=" + dtype + ",gdtype=" + (chance(0.5) ? dtype : "f32") +  // f32 or q's
+          ",sdtype=" + pick({"f32", "bf16"}) + ",gate=" + pick({"log_decay", "decay_rate", "raw"}) +
+          ",beta=" + pick({"prob", "logit"}) + ",map=" + pick({"block", "tiled"}) +
+          ",layout=" + pick({"vk", "kv"}) + ",l2norm=" + pick({"0", "1"}) +
+          ",scale=" + pick({"0", "0.5", "-1.5"}) +
+          ",decay=" + pick({"normal", "none", "fast", "slow", "mixed"}) +
+          ",strided=" + pick({"0", "0", "1"});
+  if (space.threads) text += ",threads=" + pick({"0", "1", "2", "3"});
+  const bool h0 = chance(0.85), ht = chance(0.85);
+  text += std::string(",h0=") + (h0 ? "1" : "0") + ",ht=" + (ht ? "1" : "0");
+  if (h0 && ht && chance(0.4)) text += ",inplace=1";
+  if ((h0 || ht) && chance(0.4)) {  // a pool, at times with fewer slots than sequences
+    const int64_t pad = below(std::min<int64_t>(N, 2) + 1);
+    text += ",pool=" + std::to_string(N - pad + below(3) + (N == pad)) + ",pad=" + std::to_string(pad);
+  }
+  if (checkpoints || (space.per_token_snapshots && chance(0.3)))
+    text += std::string(",snap=") + (chance(0.5) ? "1" : "pool") + (checkpoints ? ",ckpt=1" : "");
+  if (space.path != GDN_PATH_AUTO)
+    text += std::string(",path=") + (space.path == GDN_PATH_CHUNKED ? "chunked" : "recurrent");
+  return parse_case(text);
+}
+
+}  // namespace gdn::harness
