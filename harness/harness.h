@@ -71,6 +71,7 @@ std::vector<Case> builtin_cases();
 struct RandomCaseSpace {
   std::vector<int64_t> K, V;             // head dims
   std::vector<std::string> dtypes;       // q, k, v ("f32", "bf16", "f16")
+  std::vector<std::string> state_dtypes; // ("f32", "bf16")
   std::vector<int64_t> lengths;          // tokens of a sequence
   std::vector<int64_t> long_lengths;     // with state checkpoints (empty: none)
   bool per_token_snapshots = true;       // snap=1 / snap=pool without checkpoints
@@ -79,6 +80,10 @@ struct RandomCaseSpace {
 };
 // The case of `draw` (the same draw, the same case); its data seed stays 1.
 Case random_case(uint64_t draw, const RandomCaseSpace& space);
+// The space of a backend and path, from the configuration table's row (head dims listed there,
+// or odd sizes up to its range's end; its dtypes) and the path's lengths (the chunked path's
+// around its chunk edges, with checkpoints but no per-token snapshots). Empty K: no such row.
+RandomCaseSpace random_case_space(gdn_backend backend, gdn_path path);
 
 // Tolerances of SPEC.md's "Numerical targets" for a backend, path and input dtype.
 struct Tolerance { double o, state; };

@@ -5,6 +5,8 @@
 #include <random>
 #include <string>
 
+#include "core/config_table.h"
+#include "core/dtype.h"
 #include "harness.h"
 
 namespace gdn::harness {
@@ -36,7 +38,7 @@ Case random_case(uint64_t draw, const RandomCaseSpace& space) {
   }
   const std::string dtype = space.dtypes[rng() % space.dtypes.size()];
   text += ",dtype=" + dtype + ",gdtype=" + (chance(0.5) ? dtype : "f32") +  // f32 or q's
-          ",sdtype=" + pick({"f32", "bf16"}) + ",gate=" + pick({"log_decay", "decay_rate", "raw"}) +
+          ",sdtype=" + space.state_dtypes[rng() % space.state_dtypes.size()] + ",gate=" + pick({"log_decay", "decay_rate", "raw"}) +
           ",beta=" + pick({"prob", "logit"}) + ",map=" + pick({"block", "tiled"}) +
           ",layout=" + pick({"vk", "kv"}) + ",l2norm=" + pick({"0", "1"}) +
           ",scale=" + pick({"0", "0.5", "-1.5"}) +
@@ -55,6 +57,37 @@ Case random_case(uint64_t draw, const RandomCaseSpace& space) {
   if (space.path != GDN_PATH_AUTO)
     text += std::string(",path=") + (space.path == GDN_PATH_CHUNKED ? "chunked" : "recurrent");
   return parse_case(text);
+}
+
+RandomCaseSpace random_case_space(gdn_backend backend, gdn_path path) {
+  if (backend != GDN_BACKEND_CUDA) path = GDN_PATH_RECURRENT;  // (the cpu backends' one path)
+  const bool chunked = path == GDN_PATH_CHUNKED;
+  RandomCaseSpace space;
+  for (const ConfigRow& row : config_rows()) {
+    if (row.backend != backend || row.path != path) continue;
+    // head dims: the listed ones, or sizes on both sides of whole SIMD vectors up to the range's end
+    const auto dims = [](const DimSet& set, std::initializer_list<int64_t> odd) {
+      std::vector<int64_t> out;
+      if (set.count > 0) return std::vector<int64_t>(set.listed, set.listed + set.count);
+      for (int64_t d : odd)
+        if (d <= set.max) out.push_back(d);
+      return out;
+    };
+    space.K = dims(row.K, {1, 8, 20, 24, 64, 72, 128});
+    space.V = dims(row.V, {3, 12, 32, 40, 64, 104, 128});
+    for (gdn_dtype t : {GDN_DTYPE_F32, GDN_DTYPE_BF16, GDN_DTYPE_F16}) {  // the case language's
+      if (contains(row.inputs, t)) space.dtypes.push_back(dtype_name(t));
+      if (contains(row.states, t)) space.state_dtypes.push_back(dtype_name(t));
+    }
+  }
+  if (space.K.empty()) return space;  // no such row
+  space.lengths = chunked ? std::vector<int64_t>{1, 2, 17, 63, 64, 65, 100, 130, 200, 300}
+                          : std::vector<int64_t>{1, 1, 2, 3, 4, 7, 8, 11, 12, 13, 17, 40};
+  space.long_lengths = chunked ? std::vector<int64_t>{130, 200, 300} : std::vector<int64_t>{64, 70, 130};
+  space.per_token_snapshots = !chunked;  // the chunked path writes checkpoints only
+  space.threads = backend == GDN_BACKEND_CPU;
+  space.path = backend == GDN_BACKEND_CUDA ? path : GDN_PATH_AUTO;
+  return space;
 }
 
 }  // namespace gdn::harness

@@ -184,13 +184,7 @@ TEST(CpuBackend, SnapshotsMatchOracle) {
 // prints its case string (seed included); GDN_TEST_SEED=<n> repeats a run's draws.
 TEST(CpuBackend, RandomCasesMatchOracle) {
   skip_unless_requested_target();
-  RandomCaseSpace space;
-  space.K = {1, 8, 20, 24, 64, 72, 128};
-  space.V = {3, 12, 32, 40, 64, 104, 128};
-  space.dtypes = {"f32", "bf16", "f16"};
-  space.lengths = {1, 1, 2, 3, 4, 7, 8, 11, 12, 13, 17, 40};
-  space.long_lengths = {64, 70, 130};
-  space.threads = true;
+  const RandomCaseSpace space = random_case_space(GDN_BACKEND_CPU, GDN_PATH_RECURRENT);
   const uint64_t first = fresh_seed();
   for (uint64_t i = 0; i < 60 && !HasFailure(); ++i)  // one case string to repeat, not sixty
     expect_matches_oracle(random_case(first + i, space));

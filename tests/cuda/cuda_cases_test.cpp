@@ -138,13 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Cuda, Extra, ::testing::ValuesIn(extra_cases()), case_n
 // included); GDN_TEST_SEED=<n> repeats a run's draws.
 TEST(Random, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
-  RandomCaseSpace space;
-  space.K = {64, 128};
-  space.V = {64, 128};
-  space.dtypes = {"f32", "bf16", "f16"};
-  space.lengths = {1, 1, 2, 3, 4, 7, 8, 13, 40};
-  space.long_lengths = {64, 70, 130};
-  space.path = GDN_PATH_RECURRENT;
+  const RandomCaseSpace space = random_case_space(GDN_BACKEND_CUDA, GDN_PATH_RECURRENT);
   const uint64_t first = fresh_seed();
   for (uint64_t i = 0; i < 60 && !HasFailure(); ++i)  // one case string to repeat
     expect_matches_oracle(random_case(first + i, space));

@@ -229,14 +229,7 @@ INSTANTIATE_TEST_SUITE_P(Chunked, Oracle, ::testing::ValuesIn(oracle_cases()), c
 // string (seed included); GDN_TEST_SEED=<n> repeats a run's draws.
 TEST(Random, MatchesOracle) {
   GDN_SKIP_WITHOUT_GPU();
-  RandomCaseSpace space;
-  space.K = {128};
-  space.V = {128};
-  space.dtypes = {"bf16", "bf16", "f16", "f32"};
-  space.lengths = {1, 2, 17, 63, 64, 65, 100, 130, 200, 300};
-  space.long_lengths = {130, 200, 300};
-  space.per_token_snapshots = false;
-  space.path = GDN_PATH_CHUNKED;
+  const RandomCaseSpace space = random_case_space(GDN_BACKEND_CUDA, GDN_PATH_CHUNKED);
   const uint64_t first = fresh_seed();
   for (uint64_t i = 0; i < 40 && !HasFailure(); ++i)  // one case string to repeat
     run_against_oracle(random_case(first + i, space), "random case " + std::to_string(i),

@@ -65,6 +65,21 @@ TEST_F(ToolCommands, CheckListsTheBuiltInCases) {
   EXPECT_EQ(lines, gdn::harness::builtin_cases().size());
 }
 
+// --random N: N cases drawn from the seed, the same ones for the same seed, all passing; with
+// case strings it is refused.
+TEST_F(ToolCommands, CheckRandomCasesRepeatFromTheirSeed) {
+  const ToolResult listed = tool("check --random 6 --seed 11 --list");
+  ASSERT_EQ(listed.status, 0) << listed.err;
+  EXPECT_EQ(std::count(listed.out.begin(), listed.out.end(), '\n'), 6) << listed.out;
+  EXPECT_EQ(tool("check --random 6 --seed 11 --list").out, listed.out);
+  EXPECT_NE(tool("check --random 6 --seed 12 --list").out, listed.out);
+  const ToolResult r = tool("check --random 6 --seed 11");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("--random 6 --seed 11"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("6 passed, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(tool("check N=2,T=9,Hk=1,Hv=2,K=16,V=16 --random 2").status, 0);
+}
+
 TEST_F(ToolCommands, BenchWritesBenchMdResults) {
   const ToolResult r = tool("bench --backend cpu --repeat 2 --commit abc123 --json " + path("bench.json") +
                             " --cases N=2,T=1,Hk=2,Hv=4,K=64,V=64 name=tiny-prefill,N=1,T=40,Hk=1,Hv=2,K=32,V=32");

@@ -2,6 +2,7 @@
 // oracle; the relative L2 error of every output against SPEC.md's tolerance.
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -19,11 +20,34 @@ using harness::Case;
 // "-" for an output the case does not have.
 std::string error_cell(double err, bool present) { return present ? scientific(err) : "-"; }
 
+// `count` cases drawn from `seed` over the backend's spaces (cuda: recurrent and chunked in
+// turn); each case's data seed is its draw, so its case string repeats it alone.
+std::vector<Case> random_cases(gdn_backend backend, int count, uint64_t seed) {
+  std::vector<harness::RandomCaseSpace> spaces{harness::random_case_space(backend, GDN_PATH_RECURRENT)};
+  if (backend == GDN_BACKEND_CUDA) spaces.push_back(harness::random_case_space(backend, GDN_PATH_CHUNKED));
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) {
+    Case c = harness::random_case(seed + uint64_t(i), spaces[size_t(i) % spaces.size()]);
+    c.name = "random-" + std::to_string(i);
+    c.seed = seed + uint64_t(i);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 }  // namespace
 
 int check_command(const CheckCommand& cmd) {
   std::vector<Case> cases;
   for (const std::string& text : cmd.cases) cases.push_back(harness::parse_case(text));
+  if (cmd.random > 0) {
+    if (!cases.empty()) throw std::runtime_error("--random: give case strings or --random, not both");
+    const uint64_t seed = cmd.seed != 0 ? cmd.seed : std::random_device{}() | uint64_t(std::random_device{}()) << 32;
+    if (!cmd.list)
+      std::cout << "gdn check: " << cmd.random << " random case(s) from seed " << seed
+                << " (--random " << cmd.random << " --seed " << seed << " draws them again)\n";
+    cases = random_cases(cmd.backend, cmd.random, seed);
+  }
   if (cases.empty()) cases = harness::builtin_cases();
   if (cmd.list) {
     for (const Case& c : cases) std::cout << harness::to_string(c) << "\n";

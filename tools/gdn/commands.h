@@ -33,7 +33,9 @@ struct CheckCommand {
   std::vector<std::string> cases;
   gdn_backend backend = GDN_BACKEND_CPU;
   bool list = false;
-  std::string json;  // results file, or empty
+  int random = 0;     // > 0: that many random cases (harness random_case) instead of the built-ins
+  uint64_t seed = 0;  // their draws' seed (0: a fresh one)
+  std::string json;   // results file, or empty
 };
 int check_command(const CheckCommand& cmd);
 

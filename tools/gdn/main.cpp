@@ -95,7 +95,12 @@ void add_check(CLI::App& app, CheckCommand& cmd) {
   check->add_option("cases", cmd.cases, "case strings");
   add_choice(check, "--backend", cmd.backend,
              backends({GDN_BACKEND_CPU, GDN_BACKEND_CUDA, GDN_BACKEND_REFERENCE}), "backend under test");
-  check->add_flag("--list", cmd.list, "print the built-in cases and exit");
+  check->add_flag("--list", cmd.list, "print the built-in cases (or the drawn ones) and exit");
+  check->add_option("--random", cmd.random,
+                    "instead of the built-in list, N cases drawn over every option the backend "
+                    "takes (cuda: its recurrent and chunked paths in turn)")
+      ->check(CLI::PositiveNumber);
+  check->add_option("--seed", cmd.seed, "the draws' seed (default: a fresh one, printed)");
   check->add_option("--json", cmd.json, "also write the results to this JSON file");
 }
 
