@@ -61,8 +61,13 @@ uint16_t to_bf16(float f) {
   const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
   return uint16_t((nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-float from_f16(uint16_t h) { return float(__builtin_bit_cast(_Float16, h)); }
-uint16_t to_f16(float f) { return __builtin_bit_cast(uint16_t, _Float16(f)); }
+#if defined(__ARM_FP16_FORMAT_IEEE)  // ARM's half (GCC 12 has no _Float16 in C++ there)
+using half = __fp16;
+#else
+using half = _Float16;
+#endif
+float from_f16(uint16_t h) { return float(__builtin_bit_cast(half, h)); }
+uint16_t to_f16(float f) { return __builtin_bit_cast(uint16_t, half(f)); }
 
 int64_t element_size(gdn_dtype t) { return t == GDN_DTYPE_F32 ? 4 : 2; }
 const void* element(const void* base, gdn_dtype t, int64_t i) {
