@@ -21,7 +21,8 @@ constexpr DtypeSet dtype_set(Dtypes... ts) {
 }
 
 constexpr bool contains(DtypeSet set, gdn_dtype t) {
-  return t >= 0 && t < 32 && (set & dtype_bit(t)) != 0;
+  const int bit = int(t);  // (any int a caller cast to the enum)
+  return bit >= 0 && bit < 32 && (set & (DtypeSet{1} << bit)) != 0;
 }
 
 // A set of head dimensions: either every value in [1, max], or the listed values only.

@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
+
 #include "core/backend.h"
 
 namespace gdn::cpu {
@@ -15,10 +19,16 @@ struct Candidate {
 };
 
 #if defined(__x86_64__) || defined(_M_X64)
+// F16C from CPUID (leaf 1, ECX): Clang's __builtin_cpu_supports does not know "f16c".
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c(); }
 bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+         __builtin_cpu_supports("fma") && has_f16c();
 }
 #endif
 
@@ -28,9 +38,7 @@ Target choose() {
 #if defined(__x86_64__) || defined(_M_X64)
       {{"avx512bf16", avx512bf16::run}, has_avx512() && __builtin_cpu_supports("avx512bf16")},
       {{"avx512", avx512::run}, has_avx512()},
-      {{"avx2", avx2::run},
-       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c")},
+      {{"avx2", avx2::run}, has_avx2()},
       {{"sse2", baseline::run}, true},
 #elif defined(__aarch64__)
       {{"neon", baseline::run}, true},

@@ -3,6 +3,10 @@
 // per SIMD target (GDN_CPU_TARGET, see CMakeLists.txt); a target the CPU lacks is skipped.
 #include <gtest/gtest.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -194,11 +198,12 @@ TEST(CpuBackend, RandomCasesMatchOracle) {
 TEST(CpuBackend, DispatchesTheRequestedTarget) {
   const std::string target = gdn_cpu_simd_target();
 #if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;  // F16C from CPUID (Clang's builtin does not know it)
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+                      __builtin_cpu_supports("fma") && f16c;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   const bool avx512bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
   const std::string best = avx512bf16 ? "avx512bf16" : avx512 ? "avx512" : avx2 ? "avx2" : "sse2";
   const char* wanted = std::getenv("GDN_CPU_TARGET");
