@@ -223,8 +223,9 @@ GDN_API int gdn_backend_available(gdn_backend backend);
 GDN_API int gdn_cuda_device_count(void);
 /* One line describing device `index` (name, SMs, memory), into buf. */
 GDN_API gdn_status gdn_cuda_device_info(int index, char* buf, size_t buf_bytes);
-/* The SIMD target the cpu backend dispatched to: "avx512", "avx2", "sse2", "neon" or "scalar".
- * The environment variable GDN_CPU_TARGET (same names) forces a lower one, read once. */
+/* The SIMD target the cpu backend dispatched to: "avx512bf16" (AVX-512 with its bf16
+ * conversions), "avx512", "avx2", "sse2", "neon" or "scalar". The environment variable
+ * GDN_CPU_TARGET (same names) forces a lower one, read once. */
 GDN_API const char* gdn_cpu_simd_target(void);
 
 #ifdef __cplusplus
