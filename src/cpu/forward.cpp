@@ -144,12 +144,23 @@ gdn_status cpu_forward(const Problem& p) {
     return fail(GDN_STATUS_INTERNAL_ERROR, "cpu backend: out of host memory (%lld x %zu bytes)",
                 (long long)threads, sizeof(cpu::Scratch));
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(int(threads))
-  for (int64_t i = 0; i < tasks; ++i) {
+  const auto run_task = [&](int64_t i) {
     const int64_t rank = i / per_sequence, h = i / blocks % p.Hv, b = i % blocks;
     const int64_t n = p.packed ? order[size_t(rank)] : rank;
     kernel(params, task_of(p, n, h), b * width, std::min(p.V, (b + 1) * width),
            scratch[size_t(omp_get_thread_num())]);
+  };
+  // Dense batches: tasks of equal work (padding slots aside), each thread a contiguous range, so
+  // that its states stream through memory in order (one task at a time in turn broke every
+  // thread's stream at each head: two threads, decode B = 64 bf16 state 3.5 -> 3.0 ms, kv 10.5
+  // -> 6.3 ms, B = 1 80 -> 41 us). Packed batches: lengths differ, the longest first, one task
+  // at a time.
+  if (p.packed) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(int(threads))
+    for (int64_t i = 0; i < tasks; ++i) run_task(i);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(int(threads))
+    for (int64_t i = 0; i < tasks; ++i) run_task(i);
   }
   return GDN_STATUS_SUCCESS;
 }

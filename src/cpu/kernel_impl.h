@@ -623,40 +623,62 @@ struct DecodeState {
   char* out_at(int64_t r, int64_t c) const { return out + r * out_row + c * size; }
 };
 
-// vk: rows r0 .. r0 + kRows of S (value indices), the token in w's first slot: o [vb].
-template <int kRows, bool kBf16>
-void decode_rows_vk(const Params& p, const Scratch& w, DecodeState st, int64_t r0, float* o) {
+// vk: the value rows [0, vb) of the task's block (st), the token in w's first slot: o [vb].
+// One call per task, the row loop inside (a call per few rows cost as much as the rows' loads
+// with GCC); the token's scalars held in locals (the stores go through pointers that could
+// alias them).
+template <bool kBf16>
+void decode_vk(const Params& p, const Scratch& w, DecodeState st, int64_t vb, float* __restrict o) {
   const int64_t K = p.K, whole = K / kVecLanes * kVecLanes;
-  vec sk[kRows], sq[kRows];
-  for (int j = 0; j < kRows; ++j) sk[j] = sq[j] = vec{};
-  for (int j = 0; j < kRows; ++j) {
-    for (int64_t i = 0; i < whole; i += kVecLanes) {
-      const vec s = load_state_vec<kBf16>(st.in_at(r0 + j, i));
-      sk[j] += s * load_vec(&w.k[0][i]);
-      sq[j] += s * load_vec(&w.q[0][i]);
+  const float alpha = w.alpha[0], beta = w.beta[0], kq = w.kq[0], scale = p.scale;
+  const float* __restrict k = w.k[0];
+  const float* __restrict q = w.q[0];
+  const float* __restrict v = w.v[0];
+  const gdn_dtype dtype = kBf16 ? GDN_DTYPE_BF16 : GDN_DTYPE_F32;
+  constexpr int kRows = 4;    // rows whose products come before their updates
+  constexpr int kParts = 4;   // partial sums of a row's products (chains of whole / 64 FMAs)
+  for (int64_t r0 = 0; r0 < vb; r0 += kRows) {
+    const int rows = vb - r0 < kRows ? int(vb - r0) : kRows;
+    float delta[kRows];
+    for (int j = 0; j < rows; ++j) {  // each row read to its end: one stream for the prefetchers
+      const char* row = st.in_at(r0 + j, 0);
+      vec ak[kParts] = {}, aq[kParts] = {};
+      int64_t i = 0;
+      for (; i + kParts * kVecLanes <= whole; i += kParts * kVecLanes) {
+        for (int u = 0; u < kParts; ++u) {
+          const vec s = load_state_vec<kBf16>(row + (i + u * kVecLanes) * st.size);
+          ak[u] += s * load_vec(k + i + u * kVecLanes);
+          aq[u] += s * load_vec(q + i + u * kVecLanes);
+        }
+      }
+      for (; i < whole; i += kVecLanes) {
+        const vec s = load_state_vec<kBf16>(row + i * st.size);
+        ak[0] += s * load_vec(k + i);
+        aq[0] += s * load_vec(q + i);
+      }
+      float a_k = sum_lanes((ak[0] + ak[1]) + (ak[2] + ak[3]));
+      float a_q = sum_lanes((aq[0] + aq[1]) + (aq[2] + aq[3]));
+      for (; i < K; ++i) {
+        const float s = load_one(row + i * st.size, dtype);
+        a_k += s * k[i];
+        a_q += s * q[i];
+      }
+      delta[j] = beta * (v[r0 + j] - alpha * a_k);
+      o[r0 + j] = scale * (alpha * a_q + delta[j] * kq);
     }
-  }
-  const float alpha = w.alpha[0], beta = w.beta[0];
-  float delta[kRows];
-  for (int j = 0; j < kRows; ++j) {
-    float a_k = sum_lanes(sk[j]), a_q = sum_lanes(sq[j]);
-    for (int64_t i = whole; i < K; ++i) {
-      const float s = load_one(st.in_at(r0 + j, i), p.state_in_dtype);
-      a_k += s * w.k[0][i];
-      a_q += s * w.q[0][i];
-    }
-    delta[j] = beta * (w.v[0][r0 + j] - alpha * a_k);
-    o[r0 + j] = p.scale * (alpha * a_q + delta[j] * w.kq[0]);
-  }
-  if (st.out == nullptr) return;
-  for (int j = 0; j < kRows; ++j) {
-    for (int64_t i = 0; i < whole; i += kVecLanes) {
-      const vec s = load_state_vec<kBf16>(st.in_at(r0 + j, i));
-      store_state_vec<kBf16>(st.out_at(r0 + j, i), alpha * s + delta[j] * load_vec(&w.k[0][i]));
-    }
-    for (int64_t i = whole; i < K; ++i) {
-      const float s = alpha * load_one(st.in_at(r0 + j, i), p.state_in_dtype) + delta[j] * w.k[0][i];
-      store(st.out_at(r0 + j, i), p.state_out_dtype, &s, 1);
+    if (st.out == nullptr) continue;
+    for (int j = 0; j < rows; ++j) {
+      const char* row = st.in_at(r0 + j, 0);
+      char* out = st.out_at(r0 + j, 0);
+      const float d = delta[j];
+      int64_t i = 0;
+      for (; i < whole; i += kVecLanes)
+        store_state_vec<kBf16>(out + i * st.size,
+                               alpha * load_state_vec<kBf16>(row + i * st.size) + d * load_vec(k + i));
+      for (; i < K; ++i) {
+        const float s = alpha * load_one(row + i * st.size, dtype) + d * k[i];
+        store(out + i * st.size, dtype, &s, 1);
+      }
     }
   }
 }
@@ -730,9 +752,7 @@ void decode(const Params& p, const Task& task, int64_t v0, int64_t vb, Scratch& 
   float* o = w.o[0];
   int64_t c = 0;
   if (vk) {
-    constexpr int kRows = 4;
-    for (; c + kRows <= vb; c += kRows) decode_rows_vk<kRows, kBf16>(p, w, st, c, o);
-    for (; c < vb; ++c) decode_rows_vk<1, kBf16>(p, w, st, c, o);
+    decode_vk<kBf16>(p, w, st, vb, o);
   } else {
     for (; c + kKvVecs * kVecLanes <= vb; c += kKvVecs * kVecLanes)
       decode_columns_kv<kKvVecs, kBf16>(p, w, st, c, o);
