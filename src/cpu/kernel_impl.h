@@ -536,13 +536,13 @@ using bf16vec = __m128i;  // SSE2: the low 8 bytes
 using bf16vec = u16vec;
 #endif
 bf16vec to_bf16_vec(vec f) {
+#if defined(__AVX512BF16__)
+  return (__m256i)_mm512_cvtneps_pbh(f);  // as to_bf16; subnormals to 0
+#else
   const u32vec u = (u32vec)f;
   // the bf16 value in each lane's upper half
   const u32vec r = (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
-#if defined(__AVX512BF16__)
-  (void)r;
-  return (__m256i)_mm512_cvtneps_pbh(f);  // as to_bf16; subnormals to 0
-#elif defined(__AVX512BW__)
+#if defined(__AVX512BW__)
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32((__m512i)r, 16));
 #elif defined(__AVX2__)
   const __m256i h = _mm256_srli_epi32((__m256i)r, 16);
@@ -552,6 +552,7 @@ bf16vec to_bf16_vec(vec f) {
   return _mm_packs_epi32(h, h);
 #else
   return __builtin_convertvector(r >> 16, u16vec);
+#endif
 #endif
 }
 
@@ -637,6 +638,7 @@ void decode_vk(const Params& p, const Scratch& w, DecodeState st, int64_t vb, fl
   const gdn_dtype dtype = kBf16 ? GDN_DTYPE_BF16 : GDN_DTYPE_F32;
   constexpr int kRows = 4;    // rows whose products come before their updates
   constexpr int kParts = 4;   // partial sums of a row's products (chains of whole / 64 FMAs)
+  static_assert(kParts == 4, "the partial sums are added as a pair of pairs below");
   for (int64_t r0 = 0; r0 < vb; r0 += kRows) {
     const int rows = vb - r0 < kRows ? int(vb - r0) : kRows;
     float delta[kRows];
