@@ -124,9 +124,13 @@ gdn_status cpu_forward(const Problem& p) {
   const int64_t tasks = p.N * per_sequence;
   threads = std::clamp<int64_t>(threads, 1, std::max<int64_t>(tasks, 1));
 
-  // Packed batches: longest sequences first, so that no long one starts last.
+  // The sequences in the order their tasks are handed out (empty: 0 .. N-1). Packed batches:
+  // longest first, so that no long one starts last. Dense batches with a state pool: the
+  // padding entries (slot -1: zero outputs, no state) after the live ones, so that the threads'
+  // contiguous ranges split the real work evenly however the padding lies.
   std::vector<int64_t> order;
-  if (p.packed) {
+  int64_t live = p.N;  // dense: the sequences with a state slot, first in `order`
+  if (p.packed || p.state_indices) {
     try {
       order.resize(size_t(p.N));
     } catch (const std::bad_alloc&) {
@@ -134,9 +138,15 @@ gdn_status cpu_forward(const Problem& p) {
                   (long long)p.N);
     }
     std::iota(order.begin(), order.end(), int64_t{0});
-    auto length = [&](int64_t n) { return cu_seqlen(p, n + 1) - cu_seqlen(p, n); };
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return length(a) > length(b); });
+    if (p.packed) {
+      auto length = [&](int64_t n) { return cu_seqlen(p, n + 1) - cu_seqlen(p, n); };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return length(a) > length(b); });
+    } else {
+      auto padding = [&](int64_t n) { return p.state_indices[n * p.state_indices_stride] < 0; };
+      live = std::stable_partition(order.begin(), order.end(), [&](int64_t n) { return !padding(n); }) -
+             order.begin();
+    }
   }
   // One Scratch per thread, allocated before any output is written.
   std::unique_ptr<cpu::Scratch[]> scratch(new (std::nothrow) cpu::Scratch[size_t(threads)]);
@@ -146,21 +156,27 @@ gdn_status cpu_forward(const Problem& p) {
 
   const auto run_task = [&](int64_t i) {
     const int64_t rank = i / per_sequence, h = i / blocks % p.Hv, b = i % blocks;
-    const int64_t n = p.packed ? order[size_t(rank)] : rank;
+    const int64_t n = order.empty() ? rank : order[size_t(rank)];
     kernel(params, task_of(p, n, h), b * width, std::min(p.V, (b + 1) * width),
            scratch[size_t(omp_get_thread_num())]);
   };
-  // Dense batches: tasks of equal work (padding slots aside), each thread a contiguous range, so
-  // that its states stream through memory in order (one task at a time in turn broke every
-  // thread's stream at each head: two threads, decode B = 64 bf16 state 3.5 -> 3.0 ms, kv 10.5
-  // -> 6.3 ms, B = 1 80 -> 41 us). Packed batches: lengths differ, the longest first, one task
-  // at a time.
+  // Dense batches: tasks of equal work, each thread a contiguous range of the live ones, so that
+  // its states stream through memory in order (one task at a time in turn broke every thread's
+  // stream at each head: two threads, decode B = 64 bf16 state 3.5 -> 3.0 ms, kv 10.5 -> 6.3 ms,
+  // B = 1 80 -> 41 us), then the padding entries' (zero outputs). Packed batches: lengths
+  // differ, the longest first, one task at a time.
   if (p.packed) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(int(threads))
     for (int64_t i = 0; i < tasks; ++i) run_task(i);
   } else {
-#pragma omp parallel for schedule(static) num_threads(int(threads))
-    for (int64_t i = 0; i < tasks; ++i) run_task(i);
+    const int64_t live_tasks = live * per_sequence;
+#pragma omp parallel num_threads(int(threads))
+    {
+#pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i < live_tasks; ++i) run_task(i);
+#pragma omp for schedule(static)
+      for (int64_t i = live_tasks; i < tasks; ++i) run_task(i);
+    }
   }
   return GDN_STATUS_SUCCESS;
 }
