@@ -2,25 +2,14 @@
 # The CPU backend on aarch64 (its NEON target): the library, the harness and the core,
 # reference and CPU tests cross-built with GCC and run under qemu. CI runs it so that ARM keeps
 # building and passing; it runs on any x86-64 Debian or Ubuntu machine (it installs the cross
-# compiler and qemu when they are missing). About 4 minutes on 2 cores, most of it the CPU tests
+# compiler and qemu when they are missing). About 1.5 minutes on 2 cores, most of it the CPU tests
 # under emulation.
 #   scripts/check-aarch64.sh            # build in build-aarch64/ (ARM_BUILD=dir to change)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${ARM_BUILD:-build-aarch64}
 
-need=()
-for pkg in g++-aarch64-linux-gnu qemu-user libgtest-dev; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "installing: ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq "${need[@]}"
-fi
+scripts/install-deps.sh g++-aarch64-linux-gnu qemu-user
 
 mkdir -p "$W"
 W=$(cd "$W" && pwd)
