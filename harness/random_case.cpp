@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <type_traits>
 
 #include "core/config_table.h"
 #include "core/dtype.h"
@@ -16,8 +17,10 @@ Case random_case(uint64_t draw, const RandomCaseSpace& space) {
   const auto pick = [&](std::initializer_list<const char*> xs) {
     return std::string(xs.begin()[rng() % xs.size()]);
   };
-  const auto pick_of = [&](const std::vector<int64_t>& xs) {
-    return std::to_string(xs[rng() % xs.size()]);
+  const auto pick_of = [&](const auto& xs) {  // one of a space's values, as case-string text
+    const auto& x = xs[rng() % xs.size()];
+    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>) return x;
+    else return std::to_string(x);
   };
   const auto chance = [&](double p) { return std::uniform_real_distribution<double>()(rng) < p; };
   const auto below = [&](int64_t n) { return int64_t(rng() % uint64_t(n)); };
@@ -36,9 +39,9 @@ Case random_case(uint64_t draw, const RandomCaseSpace& space) {
   } else {
     text += ",N=" + std::to_string(N) + ",T=" + length();
   }
-  const std::string dtype = space.dtypes[rng() % space.dtypes.size()];
+  const std::string dtype = pick_of(space.dtypes);
   text += ",dtype=" + dtype + ",gdtype=" + (chance(0.5) ? dtype : "f32") +  // f32 or q's
-          ",sdtype=" + space.state_dtypes[rng() % space.state_dtypes.size()] + ",gate=" + pick({"log_decay", "decay_rate", "raw"}) +
+          ",sdtype=" + pick_of(space.state_dtypes) + ",gate=" + pick({"log_decay", "decay_rate", "raw"}) +
           ",beta=" + pick({"prob", "logit"}) + ",map=" + pick({"block", "tiled"}) +
           ",layout=" + pick({"vk", "kv"}) + ",l2norm=" + pick({"0", "1"}) +
           ",scale=" + pick({"0", "0.5", "-1.5"}) +

@@ -752,10 +752,10 @@ void decode(const Params& p, const Task& task, int64_t v0, int64_t vb, Scratch& 
           : static_cast<char*>(task.state_out) + (vk ? v0 * task.state_out_row : v0) * size,
       task.state_out_row * size, size};
   float* o = w.o[0];
-  int64_t c = 0;
   if (vk) {
     decode_vk<kBf16>(p, w, st, vb, o);
   } else {
+    int64_t c = 0;
     for (; c + kKvVecs * kVecLanes <= vb; c += kKvVecs * kVecLanes)
       decode_columns_kv<kKvVecs, kBf16>(p, w, st, c, o);
     if (kKvVecs > 4 && c + 4 * kVecLanes <= vb)
